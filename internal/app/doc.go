@@ -1,0 +1,13 @@
+// Package app is certhub's command line: flags become Options, Options are
+// validated once, and the manager is wired from the other packages. It is the
+// only package that knows them all:
+//
+//	inventory (Argo CD cluster Secrets → clusters)
+//	   → coordinator (which clusters this replica engages; multicluster-runtime's
+//	     basic coordinator until internal/shard lands)
+//	   → certsync (Certificate → TLS Secret + status)
+//	   → issuance (ClusterIssuers in the hub)
+//
+// Subcommands: `run` (the controller) and `demo` (the same controller on local
+// control planes started in-process).
+package app

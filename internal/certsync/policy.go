@@ -1,0 +1,169 @@
+package certsync
+
+import (
+	"crypto"
+	"crypto/x509"
+	"fmt"
+	"strings"
+	"time"
+
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// input is what the policies decide on. secret is nil when it does not exist.
+type input struct {
+	crt    *cmapi.Certificate
+	secret *corev1.Secret
+	now    time.Time
+}
+
+// secretState is the parsed content of an existing Secret.
+type secretState struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// policyFunc returns violated=true and a reason/message when the Certificate
+// must be (re)issued. Funcs are pure and ordered: the first violation wins.
+type policyFunc func(in input, st *secretState) (reason, message string, violated bool)
+
+type chain []policyFunc
+
+// evaluate runs the chain. It parses the Secret once; policies after the
+// parse checks may rely on st being complete.
+func (c chain) evaluate(in input) (reason, message string, reissue bool, st *secretState) {
+	st = parseSecret(in.secret)
+	for _, f := range c {
+		if reason, message, violated := f(in, st); violated {
+			return reason, message, true, st
+		}
+	}
+	return "", "", false, st
+}
+
+// triggerChain decides whether a Certificate needs a new certificate, after
+// cert-manager's NewTriggerPolicyChain.
+var triggerChain = chain{
+	manuallyTriggered,
+	secretDoesNotExist,
+	secretIsMissingData,
+	secretHasInvalidData,
+	secretKeyMatchesCert,
+	secretIssuerAnnotationsMatch,
+	privateKeyMatchesSpec,
+	certificateMatchesSpec,
+	currentCertificateNearingExpiry,
+}
+
+func parseSecret(s *corev1.Secret) *secretState {
+	st := &secretState{}
+	if s == nil {
+		return st
+	}
+	if c, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey]); err == nil {
+		st.cert = c
+	}
+	if k, err := pki.DecodePrivateKeyBytes(s.Data[corev1.TLSPrivateKeyKey]); err == nil {
+		st.key = k
+	}
+	return st
+}
+
+func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
+	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
+	if c != nil && c.Status == cmmeta.ConditionTrue {
+		return ReasonManuallyTriggered, "Issuing condition set to True: " + c.Message, true
+	}
+	return "", "", false
+}
+
+func secretDoesNotExist(in input, _ *secretState) (string, string, bool) {
+	if in.secret == nil {
+		return ReasonDoesNotExist, fmt.Sprintf("Issuing certificate as Secret %q does not exist", in.crt.Spec.SecretName), true
+	}
+	return "", "", false
+}
+
+func secretIsMissingData(in input, _ *secretState) (string, string, bool) {
+	if len(in.secret.Data[corev1.TLSCertKey]) == 0 || len(in.secret.Data[corev1.TLSPrivateKeyKey]) == 0 {
+		return ReasonMissingData, "Issuing certificate as Secret does not contain a certificate and private key", true
+	}
+	return "", "", false
+}
+
+func secretHasInvalidData(_ input, st *secretState) (string, string, bool) {
+	if st.key == nil {
+		return ReasonInvalidKey, "Issuing certificate as Secret contains an invalid private key", true
+	}
+	if st.cert == nil {
+		return ReasonInvalidCertificate, "Issuing certificate as Secret contains an invalid certificate", true
+	}
+	return "", "", false
+}
+
+func secretKeyMatchesCert(_ input, st *secretState) (string, string, bool) {
+	if ok, err := pki.PublicKeyMatchesCertificate(st.key.Public(), st.cert); err != nil || !ok {
+		return ReasonKeyMismatch, "Issuing certificate as Secret contains a private key that does not match the certificate", true
+	}
+	return "", "", false
+}
+
+func secretIssuerAnnotationsMatch(in input, _ *secretState) (string, string, bool) {
+	ref := in.crt.Spec.IssuerRef
+	a := in.secret.Annotations
+	if a[cmapi.IssuerNameAnnotationKey] != ref.Name || a[cmapi.IssuerKindAnnotationKey] != issuerKind(ref) ||
+		a[cmapi.IssuerGroupAnnotationKey] != ref.Group {
+		return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
+	}
+	if a[cmapi.CertificateNameKey] != in.crt.Name {
+		return ReasonSecretMismatch, fmt.Sprintf("Issuing certificate as Secret was issued for Certificate %q", a[cmapi.CertificateNameKey]), true
+	}
+	return "", "", false
+}
+
+func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
+	if v := pki.PrivateKeyMatchesSpec(st.key, in.crt.Spec); len(v) > 0 {
+		return ReasonIncorrectCertificate, "Issuing certificate as Secret's private key does not match the spec: " + strings.Join(v, ", "), true
+	}
+	return "", "", false
+}
+
+func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
+	v := pki.FuzzyX509AltNamesMatchSpec(st.cert, in.crt.Spec)
+	if in.crt.Spec.CommonName != "" && st.cert.Subject.CommonName != in.crt.Spec.CommonName {
+		v = append(v, "spec.commonName")
+	}
+	if len(v) > 0 {
+		return ReasonIncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
+	}
+	return "", "", false
+}
+
+func currentCertificateNearingExpiry(in input, st *secretState) (string, string, bool) {
+	if !in.now.Before(st.cert.NotAfter) {
+		return ReasonExpired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
+	}
+	rt, err := renewalTime(in.crt, st.cert)
+	if err == nil && !in.now.Before(rt.Time) {
+		return ReasonRenewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
+	}
+	return "", "", false
+}
+
+// renewalTime is when cert should be renewed, by cert-manager's rules.
+func renewalTime(crt *cmapi.Certificate, cert *x509.Certificate) (*metav1.Time, error) {
+	return pki.RenewalTime(cert.NotBefore, cert.NotAfter, crt.Spec.RenewBefore, crt.Spec.RenewBeforePercentage, crt.Spec.Renewal)
+}
+
+// issuerKind is the kind cert-manager records for ref (default Issuer).
+func issuerKind(ref cmmeta.IssuerReference) string {
+	if ref.Kind == "" {
+		return cmapi.IssuerKind
+	}
+	return ref.Kind
+}

@@ -1,0 +1,47 @@
+package certsync
+
+// Reasons used for both Certificate condition reasons and Event reasons.
+// The Ready/Issuing values mirror cert-manager's so tools keyed on them work.
+const (
+	// ReasonReady: the Secret holds a valid certificate for the current spec.
+	ReasonReady = "Ready"
+	// ReasonIssuing: certhub is issuing a certificate (Event reason when issued, as cert-manager).
+	ReasonIssuing = "Issuing"
+	// ReasonIssued: a new certificate was written (Event).
+	ReasonIssued = "Issued"
+	// ReasonInvalidSpec: the Certificate spec cannot be turned into a certificate.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretNotOwned: the target Secret exists and was not written by certhub.
+	ReasonSecretNotOwned = "SecretNotOwned"
+	// ReasonIssuanceFailed: signing or writing failed; retried with backoff.
+	ReasonIssuanceFailed = "IssuanceFailed"
+
+	// Reasons the policy chain gives for (re)issuance; they appear in the
+	// Issuing condition and Events like cert-manager's trigger policies.
+	ReasonManuallyTriggered    = "ManuallyTriggered"
+	ReasonDoesNotExist         = "DoesNotExist"
+	ReasonMissingData          = "MissingData"
+	ReasonInvalidCertificate   = "InvalidCertificate"
+	ReasonInvalidKey           = "InvalidKey"
+	ReasonKeyMismatch          = "KeyMismatch"
+	ReasonIncorrectIssuer      = "IncorrectIssuer"
+	ReasonIncorrectCertificate = "IncorrectCertificate"
+	ReasonSecretMismatch       = "SecretMismatch"
+	ReasonRenewing             = "Renewing"
+	ReasonExpired              = "Expired"
+)
+
+// Labels and annotations certhub puts on the Secrets it writes.
+const (
+	// ManagedLabel marks Secrets written by certhub; the downstream Secret cache selects on it.
+	ManagedLabel = "certhub.io/managed-by"
+	// ManagedValue is ManagedLabel's value.
+	ManagedValue = "certhub"
+	// WriterAnnotation names the hub replica that last wrote the Secret.
+	WriterAnnotation = "certhub.io/written-by"
+	// AdoptAnnotation on a Certificate ("true") lets certhub take over an existing
+	// Secret it did not create. Without it such a Secret is never overwritten.
+	AdoptAnnotation = "certhub.io/adopt-secret"
+	// FieldManager is the server-side apply field manager for everything certhub writes.
+	FieldManager = "certhub"
+)

@@ -1,0 +1,355 @@
+package certsync
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/issuance"
+)
+
+// Defaults for Options.
+const (
+	// DefaultIssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
+	DefaultIssuerRetryInterval = 30 * time.Second
+	// DefaultMaxConcurrentReconciles is the number of Certificates reconciled at once, across clusters.
+	DefaultMaxConcurrentReconciles = 4
+)
+
+// IssuerResolver finds the Issuer for a Certificate's issuerRef. *issuance.Resolver implements it.
+type IssuerResolver interface {
+	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string) (issuance.Issuer, error)
+}
+
+// Options configure the Certificate reconciler.
+type Options struct {
+	// Issuers resolves issuerRefs in the hub. Required.
+	Issuers IssuerResolver
+	// Identity names this hub replica in WriterAnnotation. Defaults to the hostname.
+	Identity string
+	// IssuerRetryInterval defaults to DefaultIssuerRetryInterval.
+	IssuerRetryInterval time.Duration
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+
+	clock clock.PassiveClock // test seam; defaults to the real clock
+}
+
+func (o *Options) defaults() {
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
+	if o.IssuerRetryInterval == 0 {
+		o.IssuerRetryInterval = DefaultIssuerRetryInterval
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.Issuers == nil {
+		return errors.New("certsync: Issuers is required")
+	}
+	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 {
+		return errors.New("certsync: IssuerRetryInterval and MaxConcurrentReconciles must not be negative")
+	}
+	return nil
+}
+
+// CacheOptions makes a downstream cluster cache only the Secrets certhub
+// manages, never every Secret (cert-manager's memory lesson).
+func CacheOptions() cluster.Option {
+	return func(o *cluster.Options) {
+		if o.Cache.ByObject == nil {
+			o.Cache.ByObject = map[client.Object]cache.ByObject{}
+		}
+		o.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{
+			Label: labels.SelectorFromSet(labels.Set{ManagedLabel: ManagedValue}),
+		}
+	}
+}
+
+// SetupWithManager registers the Certificate reconciler for every engaged downstream cluster.
+func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+	opts.defaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	r := &reconciler{mgr: mgr, opts: opts}
+	base := mgr.GetLogger().WithName("certsync")
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named("certsync").
+		For(&cmapi.Certificate{}).
+		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
+			if req == nil {
+				return base
+			}
+			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+		}).
+		Complete(r)
+}
+
+// secretToCertificate maps a managed Secret to the Certificate named in its annotation.
+func secretToCertificate(_ context.Context, s client.Object) []mcreconcile.Request {
+	name := s.GetAnnotations()[cmapi.CertificateNameKey]
+	if name == "" {
+		return nil
+	}
+	return []mcreconcile.Request{{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: s.GetNamespace(), Name: name}}}}
+}
+
+type reconciler struct {
+	mgr  mcmanager.Manager
+	opts Options
+}
+
+// target is one Certificate in one cluster, with what is needed to write there.
+type target struct {
+	cl  cluster.Cluster
+	crt *cmapi.Certificate
+	rec recorder.EventRecorder
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	cl, err := r.mgr.GetCluster(ctx, req.ClusterName)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
+	}
+	crt := &cmapi.Certificate{}
+	if err := cl.GetClient().Get(ctx, req.NamespacedName, crt); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if crt.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	t := &target{cl: cl, crt: crt, rec: cl.GetEventRecorder("certhub")}
+
+	secret, foreign, err := r.getSecret(ctx, cl, crt)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if foreign && crt.Annotations[AdoptAnnotation] != "true" {
+		msg := fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. Set annotation %s: \"true\" on the Certificate to let certhub take it over", crt.Spec.SecretName, AdoptAnnotation)
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonSecretNotOwned, msg)
+	}
+
+	now := r.opts.clock.Now()
+	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
+	if !reissue {
+		return r.setReady(ctx, t, st.cert, 0)
+	}
+	log.Info("issuing certificate", "reason", reason, "message", message)
+	return r.issue(ctx, t, secret, st)
+}
+
+// getSecret returns the target Secret, or nil when it does not exist. foreign
+// is true when it exists but certhub did not write it.
+func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cmapi.Certificate) (*corev1.Secret, bool, error) {
+	key := client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}
+	s := &corev1.Secret{}
+	err := cl.GetClient().Get(ctx, key, s)
+	if err == nil {
+		return s, false, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
+	}
+	// The cache only holds managed Secrets: a miss may be a Secret that is not
+	// ours, or one we just wrote that the cache has not seen yet.
+	if err := cl.GetAPIReader().Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
+	}
+	return s, s.Labels[ManagedLabel] != ManagedValue, nil
+}
+
+func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState) (reconcile.Result, error) {
+	crt := t.crt
+	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace)
+	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	key := st.key
+	reuse := crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever &&
+		key != nil && len(pki.PrivateKeyMatchesSpec(key, crt.Spec)) == 0
+	if !reuse {
+		if key, err = pki.GeneratePrivateKeyForCertificate(crt); err != nil {
+			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot generate private key: %v", err))
+		}
+	}
+	var encoding cmapi.PrivateKeyEncoding
+	if crt.Spec.PrivateKey != nil {
+		encoding = crt.Spec.PrivateKey.Encoding
+	}
+	keyPEM, err := pki.EncodePrivateKey(key, encoding)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
+	}
+	tmpl, err := pki.CertificateTemplateFromCertificate(crt)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
+	}
+	res, err := issuer.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: key.Public(), PrivateKey: key})
+	if err != nil {
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+	}
+	cert, err := pki.DecodeX509CertificateBytes(res.ChainPEM)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to decode signed certificate: %w", err)
+	}
+
+	secretType := corev1.SecretTypeTLS
+	if existing != nil && existing.Type != "" {
+		secretType = existing.Type // the type of an existing Secret is immutable
+	}
+	ac, err := secretApply(crt, secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}, r.opts.Identity)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ac.WithType(secretType)
+	if err := t.cl.GetClient().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		err = fmt.Errorf("failed to apply Secret %s/%s: %w", crt.Namespace, crt.Spec.SecretName, err)
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+	}
+	t.rec.Eventf(crt, nil, corev1.EventTypeNormal, ReasonIssuing, "Issue", "The certificate has been successfully issued")
+	return r.setReady(ctx, t, cert, 1)
+}
+
+// setReady records a valid certificate in the status: Ready=True, the
+// certificate's validity and renewal time, revision+revisionDelta, and clears
+// Issuing and failure fields. It requeues at the renewal time.
+func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certificate, revisionDelta int) (reconcile.Result, error) {
+	rt, err := renewalTime(t.crt, cert)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to compute renewal time: %w", err)
+	}
+	err = r.updateStatus(ctx, t, func(crt *cmapi.Certificate) {
+		st := &crt.Status
+		st.NotBefore = &metav1.Time{Time: cert.NotBefore}
+		st.NotAfter = &metav1.Time{Time: cert.NotAfter}
+		st.RenewalTime = rt
+		if revisionDelta > 0 || st.Revision == nil {
+			rev := 1
+			if st.Revision != nil {
+				rev = *st.Revision + revisionDelta
+			}
+			st.Revision = &rev
+		}
+		st.LastFailureTime = nil
+		st.FailedIssuanceAttempts = nil
+		removeCondition(crt, cmapi.CertificateConditionIssuing)
+		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionTrue, ReasonReady, "Certificate is up to date and has not expired")
+	})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: max(rt.Sub(r.opts.clock.Now()), time.Second)}, nil
+}
+
+// setNotReady records why the Certificate cannot be issued, and emits a
+// Warning Event when that is news.
+func (r *reconciler) setNotReady(ctx context.Context, t *target, reason, message string) error {
+	prev := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady)
+	if prev == nil || prev.Status != cmmeta.ConditionFalse || prev.Reason != reason || prev.Message != message {
+		t.rec.Eventf(t.crt, nil, corev1.EventTypeWarning, reason, "Issue", "%s", message)
+		logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", reason, "message", message)
+	}
+	return r.updateStatus(ctx, t, func(crt *cmapi.Certificate) {
+		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, reason, message)
+	})
+}
+
+// updateStatus applies mutate to the latest Certificate and writes the status
+// if it changed. Status is written with Update, not server-side apply: the
+// Issuing condition that `cmctl renew` sets must be removable by certhub.
+func (r *reconciler) updateStatus(ctx context.Context, t *target, mutate func(*cmapi.Certificate)) error {
+	c := t.cl.GetClient()
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			fresh := &cmapi.Certificate{}
+			if err := t.cl.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(t.crt), fresh); err != nil {
+				return err
+			}
+			t.crt = fresh
+		}
+		first = false
+		updated := t.crt.DeepCopy()
+		mutate(updated)
+		if apiequality.Semantic.DeepEqual(updated.Status, t.crt.Status) {
+			return nil
+		}
+		if err := c.Status().Update(ctx, updated); err != nil {
+			return fmt.Errorf("failed to update status of Certificate %s/%s: %w", t.crt.Namespace, t.crt.Name, err)
+		}
+		t.crt = updated
+		return nil
+	})
+}
+
+// setCondition sets a condition, keeping lastTransitionTime when the status is unchanged.
+func (r *reconciler) setCondition(crt *cmapi.Certificate, typ cmapi.CertificateConditionType, status cmmeta.ConditionStatus, reason, message string) {
+	now := metav1.NewTime(r.opts.clock.Now())
+	c := cmapi.CertificateCondition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: &now, ObservedGeneration: crt.Generation}
+	for i, old := range crt.Status.Conditions {
+		if old.Type != typ {
+			continue
+		}
+		if old.Status == status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		crt.Status.Conditions[i] = c
+		return
+	}
+	crt.Status.Conditions = append(crt.Status.Conditions, c)
+}
+
+func removeCondition(crt *cmapi.Certificate, typ cmapi.CertificateConditionType) {
+	out := crt.Status.Conditions[:0]
+	for _, c := range crt.Status.Conditions {
+		if c.Type != typ {
+			out = append(out, c)
+		}
+	}
+	crt.Status.Conditions = out
+}

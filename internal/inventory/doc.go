@@ -1,0 +1,23 @@
+// Package inventory turns Argo CD cluster Secrets in the hub into engaged
+// downstream clusters.
+//
+// It is a multicluster-runtime Provider. A controller on the hub's local
+// manager watches Secrets labelled argocd.argoproj.io/secret-type=cluster in
+// one namespace; each Secret is parsed (ParseSecret) into a cluster name and a
+// rest.Config, a controller-runtime cluster is built for it, and the cluster is
+// handed to the multicluster manager's Engage.
+//
+// Contract:
+//   - The per-cluster context passed to Engage derives from the context given
+//     to Start, never from a reconcile context, and is cancelled when the
+//     Secret is deleted, when its connection data changes (the cluster is then
+//     re-engaged with the new data), or when the provider stops.
+//   - A Secret whose connection data (server + config) is unchanged is a no-op.
+//   - A Secret that cannot be parsed never disengages a cluster already running
+//     from an earlier, valid version of it: the error is reported as a Warning
+//     Event on the Secret and a log line carrying `cluster`, and the next valid
+//     version heals it.
+//   - Deleting a Secret never deletes anything downstream.
+//   - Downstream Secrets are cached only when they carry ManagedLabel, so the
+//     hub never holds every Secret of a downstream cluster in memory.
+package inventory

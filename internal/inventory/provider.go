@@ -1,0 +1,339 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+)
+
+// Defaults for Options.
+const (
+	// DefaultNamespace is where Argo CD keeps cluster Secrets.
+	DefaultNamespace = "argocd"
+	// DefaultConnectTimeout bounds the first contact with a new cluster.
+	DefaultConnectTimeout = 15 * time.Second
+	// DefaultMaxConcurrentReconciles is how many cluster Secrets are handled at once,
+	// so one unreachable cluster does not hold up the others.
+	DefaultMaxConcurrentReconciles = 4
+)
+
+// Options configure the Provider.
+type Options struct {
+	// Namespace holds the Argo CD cluster Secrets. Defaults to DefaultNamespace.
+	Namespace string
+	// Scheme is used for every downstream cluster's client and cache. Required.
+	Scheme *runtime.Scheme
+	// ClusterOptions are applied to every downstream cluster (e.g. cache selectors). Optional.
+	ClusterOptions []cluster.Option
+	// ConnectTimeout bounds the first request to a new cluster. Defaults to DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.Scheme == nil {
+		return errors.New("inventory: Scheme is required")
+	}
+	if o.ConnectTimeout < 0 || o.MaxConcurrentReconciles < 0 {
+		return errors.New("inventory: ConnectTimeout and MaxConcurrentReconciles must not be negative")
+	}
+	return nil
+}
+
+var (
+	_ multicluster.Provider         = &Provider{}
+	_ multicluster.ProviderRunnable = &Provider{}
+)
+
+// Provider engages one downstream cluster per Argo CD cluster Secret.
+type Provider struct {
+	opts Options
+
+	hub      client.Reader
+	recorder recorder.EventRecorder
+
+	started chan struct{} // closed by Start once ctx and aware are set
+	ctx     context.Context
+	aware   multicluster.Aware
+
+	mu       sync.Mutex // guards the maps below; never held across an API call
+	clusters map[multicluster.ClusterName]*engaged
+	bySecret map[types.NamespacedName]multicluster.ClusterName
+	indexers []index
+}
+
+type engaged struct {
+	cl     cluster.Cluster
+	cancel context.CancelFunc
+	hash   string
+	secret types.NamespacedName
+}
+
+type index struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+// New returns a Provider. Call SetupWithManager before starting the manager.
+func New(opts Options) (*Provider, error) {
+	opts.defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Provider{
+		opts:     opts,
+		started:  make(chan struct{}),
+		clusters: map[multicluster.ClusterName]*engaged{},
+		bySecret: map[types.NamespacedName]multicluster.ClusterName{},
+	}, nil
+}
+
+// SetupWithManager registers the cluster Secret controller on mgr's local (hub) manager.
+func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
+	local := mgr.GetLocalManager()
+	p.hub = local.GetClient()
+	p.recorder = local.GetEventRecorder("certhub-inventory")
+	isClusterSecret := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == p.opts.Namespace && o.GetLabels()[SecretTypeLabel] == SecretTypeCluster
+	})
+	// A Secret that loses the label must be disengaged like a deleted one, so
+	// updates pass when either side matches.
+	labelChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return isClusterSecret.Generic(event.GenericEvent{Object: e.ObjectOld}) ||
+			isClusterSecret.Generic(event.GenericEvent{Object: e.ObjectNew})
+	}}
+	return ctrl.NewControllerManagedBy(local).
+		Named("inventory").
+		For(&corev1.Secret{}, builder.WithPredicates(predicate.Or(isClusterSecret, labelChanged))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: p.opts.MaxConcurrentReconciles}).
+		Complete(reconcile.Func(p.reconcile))
+}
+
+// Start records the Aware that clusters are engaged with and blocks until ctx
+// is done. Every per-cluster context derives from ctx.
+func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
+	p.ctx, p.aware = ctx, aware
+	close(p.started)
+	<-ctx.Done()
+	return nil
+}
+
+// Get returns the engaged cluster called name, or multicluster.ErrClusterNotFound.
+func (p *Provider) Get(_ context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.clusters[name]; ok {
+		return e.cl, nil
+	}
+	return nil, fmt.Errorf("cluster %q: %w", name, multicluster.ErrClusterNotFound)
+}
+
+// IndexField adds an index to every engaged cluster, current and future.
+func (p *Provider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	p.mu.Lock()
+	p.indexers = append(p.indexers, index{obj: obj, field: field, extract: extract})
+	current := make([]cluster.Cluster, 0, len(p.clusters))
+	for _, e := range p.clusters {
+		current = append(current, e.cl)
+	}
+	p.mu.Unlock()
+	for _, cl := range current {
+		if err := cl.GetFieldIndexer().IndexField(ctx, obj, field, extract); err != nil {
+			return fmt.Errorf("failed to index field %q: %w", field, err)
+		}
+	}
+	return nil
+}
+
+// ClusterNames lists the engaged clusters.
+func (p *Provider) ClusterNames() []multicluster.ClusterName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]multicluster.ClusterName, 0, len(p.clusters))
+	for n := range p.clusters {
+		names = append(names, n)
+	}
+	return names
+}
+
+func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		return reconcile.Result{}, ctx.Err()
+	}
+	log := logr.FromContextOrDiscard(ctx)
+
+	secret := &corev1.Secret{}
+	if err := p.hub.Get(ctx, req.NamespacedName, secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("failed to get cluster Secret %s: %w", req.NamespacedName, err)
+		}
+		secret = nil
+	}
+	if secret == nil || secret.DeletionTimestamp != nil || secret.Labels[SecretTypeLabel] != SecretTypeCluster {
+		if name, ok := p.remove(req.NamespacedName); ok {
+			log.Info("cluster disengaged: its Secret is gone", "cluster", name)
+			if secret != nil {
+				p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterDisengaged, "Disengage",
+					"cluster %q is no longer served; nothing was deleted downstream", name)
+			}
+		}
+		return reconcile.Result{}, nil
+	}
+
+	parsed, err := ParseSecret(secret)
+	if err != nil {
+		name := string(secret.Data[keyName])
+		log.Error(err, "invalid cluster Secret; keeping any running connection", "cluster", name)
+		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonInvalidClusterSecret, "Parse", "%v", err)
+		return reconcile.Result{}, nil // a change to the Secret triggers the next attempt
+	}
+	name := multicluster.ClusterName(parsed.Name)
+	log = log.WithValues("cluster", name)
+
+	p.mu.Lock()
+	if other, ok := p.clusters[name]; ok && other.secret != req.NamespacedName {
+		p.mu.Unlock()
+		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", other.secret.String())
+		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonDuplicateClusterName, "Register",
+			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, other.secret)
+		return reconcile.Result{}, nil
+	}
+	prevName, hadPrev := p.bySecret[req.NamespacedName]
+	unchanged := hadPrev && prevName == name && p.clusters[name].hash == parsed.Hash
+	p.mu.Unlock()
+	if unchanged {
+		return reconcile.Result{}, nil
+	}
+	if hadPrev {
+		p.remove(req.NamespacedName)
+		log.Info("cluster connection data changed; re-engaging", "previousName", prevName)
+	}
+
+	if err := p.engage(ctx, log, req.NamespacedName, parsed); err != nil {
+		log.Error(err, "failed to engage cluster")
+		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
+		return reconcile.Result{}, err // retried with backoff
+	}
+	log.Info("cluster engaged", "server", parsed.Server)
+	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterEngaged, "Connect", "cluster %q at %s is served by the hub", name, parsed.Server)
+	return reconcile.Result{}, nil
+}
+
+// engage connects to the cluster, starts its cache and hands it to the manager.
+func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.NamespacedName, c *Cluster) error {
+	if err := p.probe(ctx, c.Config); err != nil {
+		return err
+	}
+	opts := append([]cluster.Option{func(o *cluster.Options) {
+		o.Scheme = p.opts.Scheme
+		o.Logger = log
+	}}, p.opts.ClusterOptions...)
+	cl, err := cluster.New(rest.CopyConfig(c.Config), opts...)
+	if err != nil {
+		return fmt.Errorf("failed to create cluster client: %w", err)
+	}
+
+	p.mu.Lock()
+	indexers := append([]index(nil), p.indexers...)
+	p.mu.Unlock()
+	for _, idx := range indexers {
+		if err := cl.GetFieldIndexer().IndexField(ctx, idx.obj, idx.field, idx.extract); err != nil {
+			return fmt.Errorf("failed to index field %q: %w", idx.field, err)
+		}
+	}
+
+	clusterCtx, cancel := context.WithCancel(p.ctx)
+	go func() {
+		if err := cl.Start(clusterCtx); err != nil {
+			log.Error(err, "cluster cache stopped")
+		}
+	}()
+	syncCtx, syncCancel := context.WithTimeout(clusterCtx, p.opts.ConnectTimeout)
+	defer syncCancel()
+	if !cl.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return fmt.Errorf("timed out after %s waiting for the cache of cluster %q", p.opts.ConnectTimeout, c.Name)
+	}
+
+	name := multicluster.ClusterName(c.Name)
+	p.mu.Lock()
+	p.clusters[name] = &engaged{cl: cl, cancel: cancel, hash: c.Hash, secret: secret}
+	p.bySecret[secret] = name
+	p.mu.Unlock()
+
+	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
+		p.remove(secret)
+		return fmt.Errorf("failed to engage cluster %q: %w", name, err)
+	}
+	return nil
+}
+
+// probe makes one cheap authenticated request so unreachable servers and bad
+// credentials are reported before anything is engaged.
+func (p *Provider) probe(ctx context.Context, cfg *rest.Config) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = p.opts.ConnectTimeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to build discovery client: %w", err)
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return fmt.Errorf("failed to reach API server %s: %w", cfg.Host, err)
+	}
+	return ctx.Err()
+}
+
+// remove disengages the cluster served from secret, if any, and reports its name.
+func (p *Provider) remove(secret types.NamespacedName) (multicluster.ClusterName, bool) {
+	p.mu.Lock()
+	name, ok := p.bySecret[secret]
+	var e *engaged
+	if ok {
+		e = p.clusters[name]
+		delete(p.bySecret, secret)
+		delete(p.clusters, name)
+	}
+	p.mu.Unlock()
+	if e != nil {
+		e.cancel()
+	}
+	return name, ok
+}

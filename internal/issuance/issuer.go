@@ -1,0 +1,150 @@
+package issuance
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Reasons used in *Error and, by callers, as Condition and Event reasons.
+const (
+	// ReasonIssuerNotFound means the referenced issuer object does not exist in the hub.
+	ReasonIssuerNotFound = "IssuerNotFound"
+	// ReasonIssuerNotReady means the issuer exists but cannot sign (e.g. its CA Secret is missing or invalid).
+	ReasonIssuerNotReady = "IssuerNotReady"
+	// ReasonIssuerNotSupported means the reference names a kind, group or issuer type certhub does not implement.
+	ReasonIssuerNotSupported = "IssuerNotSupported"
+)
+
+// Error is returned by Resolve when an issuerRef cannot be turned into an Issuer.
+// Reason is one of the Reason* constants.
+type Error struct {
+	Reason  string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Reason, e.Message, e.Err)
+	}
+	return e.Reason + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Request is what an Issuer signs: a template built from the Certificate spec
+// and the public half of the leaf key.
+type Request struct {
+	// Template is the certificate to sign. Sign may modify it (serial, signature algorithm).
+	Template *x509.Certificate
+	// PublicKey is the leaf's public key.
+	PublicKey crypto.PublicKey
+	// PrivateKey is the leaf's private key; only self-signed issuers use it.
+	PrivateKey crypto.Signer
+}
+
+// Result is a signed certificate as PEM, in the shape cert-manager writes it.
+type Result struct {
+	// ChainPEM is the leaf followed by any intermediates (tls.crt).
+	ChainPEM []byte
+	// CAPEM is the root of the chain (ca.crt); empty when unknown.
+	CAPEM []byte
+}
+
+// Issuer signs certificate requests. Implementations are safe for concurrent use.
+type Issuer interface {
+	Sign(ctx context.Context, req Request) (Result, error)
+}
+
+// Options configure a Resolver.
+type Options struct {
+	// Client reads ClusterIssuers and CA Secrets in the hub. Required.
+	Client client.Reader
+	// Namespace is the hub namespace that holds ClusterIssuer key Secrets
+	// (cert-manager's "cluster resource namespace"). Required.
+	Namespace string
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.Client == nil {
+		return errors.New("issuance: Client is required")
+	}
+	if o.Namespace == "" {
+		return errors.New("issuance: Namespace is required")
+	}
+	return nil
+}
+
+// Resolver turns issuer references into Issuers.
+type Resolver struct {
+	opts Options
+}
+
+// New returns a Resolver.
+func New(opts Options) (*Resolver, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Resolver{opts: opts}, nil
+}
+
+// Resolve returns the Issuer that ref names. namespace is the downstream
+// Certificate's namespace, used only for namespaced Issuer references.
+func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string) (Issuer, error) {
+	if ref.Group != "" && ref.Group != "cert-manager.io" {
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer group %q is not supported, only cert-manager.io", ref.Group)}
+	}
+	kind := ref.Kind
+	if kind == "" {
+		kind = cmapi.IssuerKind // cert-manager's default
+	}
+	if kind != cmapi.ClusterIssuerKind {
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer kind %q (namespace %s) is not supported yet; use a ClusterIssuer in the hub", kind, namespace)}
+	}
+
+	ci := &cmapi.ClusterIssuer{}
+	if err := r.opts.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, ci); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %q not found in the hub", ref.Name)}
+		}
+		return nil, fmt.Errorf("failed to get ClusterIssuer %q: %w", ref.Name, err)
+	}
+	return r.forSpec(ctx, "ClusterIssuer "+ref.Name, &ci.Spec)
+}
+
+func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerSpec) (Issuer, error) {
+	switch {
+	case spec.SelfSigned != nil:
+		return selfSigned{}, nil
+	case spec.CA != nil:
+		return r.loadCA(ctx, what, spec.CA.SecretName)
+	default:
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " has no selfSigned or ca configuration; other issuer types are not supported yet"}
+	}
+}
+
+func (r *Resolver) loadCA(ctx context.Context, what, secretName string) (Issuer, error) {
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: r.opts.Namespace, Name: secretName}
+	if err := r.opts.Client.Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: ReasonIssuerNotReady, Message: fmt.Sprintf("%s: CA Secret %s not found in the hub", what, key)}
+		}
+		return nil, fmt.Errorf("failed to get CA Secret %s: %w", key, err)
+	}
+	ca, err := newCA(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, &Error{Reason: ReasonIssuerNotReady, Message: fmt.Sprintf("%s: CA Secret %s is invalid", what, key), Err: err}
+	}
+	return ca, nil
+}

@@ -1,0 +1,92 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/inventory"
+)
+
+// Names of the objects Register creates in a downstream cluster.
+const (
+	// DownstreamNamespace holds the hub's ServiceAccount in each downstream cluster.
+	DownstreamNamespace = "certhub-system"
+	// DownstreamServiceAccount is the identity the hub uses downstream.
+	DownstreamServiceAccount = "certhub-hub"
+	// DownstreamClusterRole is the least privilege the hub needs downstream.
+	DownstreamClusterRole = "certhub-downstream"
+	// tokenLifetime is long enough for any test or demo run.
+	tokenLifetime = 24 * 60 * 60
+)
+
+// downstreamRules is what the hub's credentials may do in a downstream cluster.
+var downstreamRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates/status"}, Verbs: []string{"get", "update", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+}
+
+// SecretName is the name of the Argo CD cluster Secret for cp in the hub.
+func SecretName(cp *ControlPlane) string { return cp.Name }
+
+// Register creates certhub's ServiceAccount and RBAC in cp, mints a token and
+// writes (or replaces) cp's Argo CD cluster Secret in the hub's Argo namespace.
+// It returns the Secret as written.
+func (b *Bed) Register(ctx context.Context, cp *ControlPlane) (*corev1.Secret, error) {
+	token, err := b.ServiceAccountToken(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
+	s, err := inventory.NewSecret(b.opts.ArgoNamespace, SecretName(cp), cp.Name, cp.Server(), cc)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Hub.Client.Create(ctx, s); err != nil {
+		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", cp.Name, err)
+	}
+	b.opts.Progress("registered %s (%s) as Argo CD cluster Secret %s/%s", cp.Name, cp.Server(), s.Namespace, s.Name)
+	return s, nil
+}
+
+// ServiceAccountToken ensures the hub's ServiceAccount and RBAC exist in cp
+// and returns a fresh token for it (TokenRequest API).
+func (b *Bed) ServiceAccountToken(ctx context.Context, cp *ControlPlane) (string, error) {
+	c := cp.Client
+	if err := ensureNamespace(ctx, c, DownstreamNamespace); err != nil {
+		return "", err
+	}
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: DownstreamServiceAccount, Namespace: DownstreamNamespace}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: DownstreamClusterRole}, Rules: downstreamRules},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: DownstreamClusterRole},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: DownstreamClusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: DownstreamServiceAccount, Namespace: DownstreamNamespace}},
+		},
+	}
+	for _, o := range objs {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
+			return "", fmt.Errorf("failed to create %T %s in %s: %w", o, o.GetName(), cp.Name, err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return "", fmt.Errorf("failed to create clientset for %s: %w", cp.Name, err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(DownstreamNamespace).CreateToken(ctx, DownstreamServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to create token in %s: %w", cp.Name, err)
+	}
+	return tr.Status.Token, nil
+}

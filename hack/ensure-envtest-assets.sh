@@ -15,10 +15,12 @@
 # Exit status: 0 on success, non-zero with an "ERROR:" line on any failure.
 #
 # Environment:
-#   ENVTEST_K8S_VERSION   Kubernetes version to build (default v1.36.3). The
-#                         pinned go.mod/go.sum in envtest-assets/ is used when it
-#                         matches; any other version gets a generated go.mod
-#                         (+ `go mod tidy`, needs the module proxy and sumdb via it).
+#   ENVTEST_K8S_VERSION   Kubernetes version to build (default: the pin in
+#                         internal/testbed/envtest.version, which the test bed
+#                         reads too). The pinned go.mod/go.sum in
+#                         hack/envtest-assets/ is used when it matches; any other
+#                         version gets a generated go.mod (+ `go mod tidy`, needs
+#                         the module proxy and sumdb via it).
 #   ENVTEST_WITH_KUBECTL  1 (default) to also build kubectl, 0 to skip it.
 #   ENVTEST_LOCK_TIMEOUT  seconds to wait for a concurrent run's lock (default 3600).
 #   GOCACHE, GOMODCACHE, GOPROXY, GOTOOLCHAIN are honoured as usual.
@@ -32,7 +34,6 @@
 set -euo pipefail
 
 readonly RECIPE_REVISION=1   # bump to force rebuilds when this script's build logic changes
-readonly DEFAULT_K8S_VERSION=v1.37.2
 
 log() { printf 'ensure-envtest-assets: %s\n' "$*" >&2; }
 die() { printf 'ensure-envtest-assets: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -43,6 +44,9 @@ esac
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PINNED_DIR="$SCRIPT_DIR/envtest-assets"
+VERSION_FILE="$SCRIPT_DIR/../internal/testbed/envtest.version"
+[[ -f "$VERSION_FILE" ]] || die "version pin $VERSION_FILE not found"
+DEFAULT_K8S_VERSION="$(tr -d '[:space:]' <"$VERSION_FILE")"
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-$DEFAULT_K8S_VERSION}"
 WITH_KUBECTL="${ENVTEST_WITH_KUBECTL:-1}"

@@ -86,6 +86,7 @@ type Provider struct {
 
 	hub      client.Reader
 	recorder recorder.EventRecorder
+	log      logr.Logger // base logger; per-cluster loggers add only `cluster`
 
 	started chan struct{} // closed by Start once ctx and aware are set
 	ctx     context.Context
@@ -129,6 +130,7 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	local := mgr.GetLocalManager()
 	p.hub = local.GetClient()
 	p.recorder = local.GetEventRecorder("certhub-inventory")
+	p.log = local.GetLogger().WithName("inventory")
 	isClusterSecret := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == p.opts.Namespace && o.GetLabels()[SecretTypeLabel] == SecretTypeCluster
 	})
@@ -247,7 +249,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		log.Info("cluster connection data changed; re-engaging", "previousName", prevName)
 	}
 
-	if err := p.engage(ctx, log, req.NamespacedName, parsed); err != nil {
+	if err := p.engage(ctx, p.log.WithValues("cluster", name), req.NamespacedName, parsed); err != nil {
 		log.Error(err, "failed to engage cluster")
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
 		return reconcile.Result{}, err // retried with backoff
@@ -258,6 +260,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 }
 
 // engage connects to the cluster, starts its cache and hands it to the manager.
+// log becomes the cluster's own logger, so it must not carry reconcile values.
 func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.NamespacedName, c *Cluster) error {
 	if err := p.probe(ctx, c.Config); err != nil {
 		return err

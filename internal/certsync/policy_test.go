@@ -1,0 +1,163 @@
+package certsync
+
+import (
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
+)
+
+// selfSignedSecret issues crt with a self-signed certificate and returns the
+// Secret certhub would write for it, for the policies to judge.
+func selfSignedSecret(t *testing.T, crt *cmapi.Certificate) *corev1.Secret {
+	t.Helper()
+	key, err := pki.GeneratePrivateKeyForCertificate(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := pki.CertificateTemplateFromCertificate(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, cert, err := pki.SignCertificate(tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := pki.EncodePrivateKey(key, cmapi.PKCS1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := secretApply(crt, secretData{certPEM: certPEM, keyPEM: keyPEM, caPEM: certPEM, cert: cert}, "replica-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace, Annotations: ac.Annotations, Labels: ac.Labels},
+		Type:       *ac.Type,
+		Data:       ac.Data,
+	}
+}
+
+func testCertificate() *cmapi.Certificate {
+	return &cmapi.Certificate{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: cmapi.CertificateSpec{
+			SecretName: "web-tls",
+			CommonName: "web.example.com",
+			DNSNames:   []string{"web.example.com"},
+			Duration:   &metav1.Duration{Duration: 90 * 24 * time.Hour},
+			IssuerRef:  cmmeta.IssuerReference{Name: "ca", Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"},
+			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+		},
+	}
+}
+
+func TestTriggerChain(t *testing.T) {
+	base := testCertificate()
+	good := selfSignedSecret(t, base)
+	other := selfSignedSecret(t, base) // same spec, different key pair
+	now := time.Now()
+
+	tests := []struct {
+		name   string
+		crt    func(*cmapi.Certificate)
+		secret func(*corev1.Secret) *corev1.Secret
+		now    time.Time
+		reason string // "" means no reissue
+	}{
+		{name: "up to date", reason: ""},
+		{name: "secret missing", secret: func(*corev1.Secret) *corev1.Secret { return nil }, reason: ReasonDoesNotExist},
+		{name: "no tls.key", secret: func(s *corev1.Secret) *corev1.Secret { delete(s.Data, corev1.TLSPrivateKeyKey); return s }, reason: ReasonMissingData},
+		{name: "garbage key", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSPrivateKeyKey] = []byte("x"); return s }, reason: ReasonInvalidKey},
+		{name: "garbage certificate", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSCertKey] = []byte("x"); return s }, reason: ReasonInvalidCertificate},
+		{name: "key of another certificate", secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Data[corev1.TLSPrivateKeyKey] = other.Data[corev1.TLSPrivateKeyKey]
+			return s
+		}, reason: ReasonKeyMismatch},
+		{name: "issuer changed", crt: func(c *cmapi.Certificate) { c.Spec.IssuerRef.Name = "other-ca" }, reason: ReasonIncorrectIssuer},
+		{name: "secret of another Certificate", secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Annotations[cmapi.CertificateNameKey] = "api"
+			return s
+		}, reason: ReasonSecretMismatch},
+		{name: "key algorithm changed", crt: func(c *cmapi.Certificate) {
+			c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.RSAKeyAlgorithm, Size: 2048}
+		}, reason: ReasonIncorrectCertificate},
+		{name: "DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, reason: ReasonIncorrectCertificate},
+		{name: "common name changed", crt: func(c *cmapi.Certificate) { c.Spec.CommonName = "other.example.com" }, reason: ReasonIncorrectCertificate},
+		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: ReasonRenewing},
+		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: ReasonExpired},
+		{name: "cmctl renew", crt: func(c *cmapi.Certificate) {
+			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered"}}
+		}, reason: ReasonManuallyTriggered},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			crt := base.DeepCopy()
+			if tt.crt != nil {
+				tt.crt(crt)
+			}
+			s := good.DeepCopy()
+			if tt.secret != nil {
+				s = tt.secret(s)
+			}
+			at := tt.now
+			if at.IsZero() {
+				at = now
+			}
+			reason, msg, reissue, _ := triggerChain.evaluate(input{crt: crt, secret: s, now: at})
+			if reason != tt.reason || reissue != (tt.reason != "") {
+				t.Fatalf("evaluate = (%q, %q, %v), want reason %q", reason, msg, reissue, tt.reason)
+			}
+			if reissue && msg == "" {
+				t.Errorf("a reissue without a message")
+			}
+		})
+	}
+}
+
+func TestSecretApplyMatchesCertManagerFormat(t *testing.T) {
+	crt := testCertificate()
+	crt.Spec.IPAddresses = []string{"10.0.0.1"}
+	crt.Spec.SecretTemplate = &cmapi.CertificateSecretTemplate{
+		Annotations: map[string]string{"team": "shop", cmapi.CertificateNameKey: "spoofed"},
+		Labels:      map[string]string{"app": "web"},
+	}
+	s := selfSignedSecret(t, crt)
+	want := map[string]string{
+		cmapi.CertificateNameKey:       "web",
+		cmapi.IssuerNameAnnotationKey:  "ca",
+		cmapi.IssuerKindAnnotationKey:  "ClusterIssuer",
+		cmapi.IssuerGroupAnnotationKey: "cert-manager.io",
+		cmapi.CommonNameAnnotationKey:  "web.example.com",
+		cmapi.AltNamesAnnotationKey:    "web.example.com",
+		cmapi.IPSANAnnotationKey:       "10.0.0.1",
+		cmapi.URISANAnnotationKey:      "",
+		WriterAnnotation:               "replica-0",
+		"team":                         "shop",
+	}
+	for k, v := range want {
+		if got, ok := s.Annotations[k]; !ok || got != v {
+			t.Errorf("annotation %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	if _, ok := s.Annotations[cmapi.EmailsAnnotationKey]; ok {
+		t.Errorf("email-sans must be absent when there are no email SANs")
+	}
+	for k, v := range map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true", ManagedLabel: ManagedValue, "app": "web"} {
+		if s.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, s.Labels[k], v)
+		}
+	}
+	if s.Type != corev1.SecretTypeTLS || len(s.Data[cmmeta.TLSCAKey]) == 0 {
+		t.Errorf("type %q, ca.crt %d bytes; want kubernetes.io/tls with ca.crt", s.Type, len(s.Data[cmmeta.TLSCAKey]))
+	}
+}
+
+// The real issuer package must satisfy the resolver interface certsync consumes.
+var _ IssuerResolver = (*issuance.Resolver)(nil)

@@ -1,0 +1,134 @@
+package inventory
+
+import (
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var testCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not-parsed-here")})
+
+func clusterSecret(data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "argocd", Labels: map[string]string{SecretTypeLabel: SecretTypeCluster}},
+		Data:       map[string][]byte{},
+	}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func TestParseSecret(t *testing.T) {
+	good := `{"bearerToken":"tok","tlsClientConfig":{"caData":"` + b64(testCA) + `"}}`
+	tests := []struct {
+		name      string
+		secret    *corev1.Secret
+		wantField string // "" means success
+		wantName  string
+		wantHost  string
+	}{
+		{name: "bearer token and CA", secret: clusterSecret(map[string]string{"name": "east", "server": "https://east.example.com:6443/", "config": good}),
+			wantName: "east", wantHost: "https://east.example.com:6443"},
+		{name: "name falls back to server", secret: clusterSecret(map[string]string{"server": "https://x.example.com", "config": good}),
+			wantName: "https://x.example.com", wantHost: "https://x.example.com"},
+		{name: "basic auth", secret: clusterSecret(map[string]string{"name": "b", "server": "https://b", "config": `{"username":"u","password":"p","tlsClientConfig":{"insecure":true}}`}),
+			wantName: "b", wantHost: "https://b"},
+		{name: "missing label", secret: func() *corev1.Secret {
+			s := clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": good})
+			s.Labels = nil
+			return s
+		}(), wantField: "metadata.labels[" + SecretTypeLabel + "]"},
+		{name: "missing server", secret: clusterSecret(map[string]string{"name": "a", "config": good}), wantField: "server"},
+		{name: "server not a URL", secret: clusterSecret(map[string]string{"name": "a", "server": "east:6443", "config": good}), wantField: "server"},
+		{name: "missing config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantField: "config"},
+		{name: "malformed config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":`}), wantField: "config"},
+		{name: "no credentials", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{}}`}), wantField: "config"},
+		{name: "CA not PEM", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":"t","tlsClientConfig":{"caData":"` + b64([]byte("garbage")) + `"}}`}),
+			wantField: "config.tlsClientConfig.caData"},
+		{name: "cert without key", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{"certData":"` + b64(testCA) + `"}}`}),
+			wantField: "config.tlsClientConfig.certData"},
+		{name: "exec not yet supported", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"execProviderConfig":{"command":"x"}}`}),
+			wantField: "config.execProviderConfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseSecret(tt.secret)
+			if tt.wantField != "" {
+				var fe *FieldError
+				if !errors.As(err, &fe) {
+					t.Fatalf("err = %v, want a *FieldError for %s", err, tt.wantField)
+				}
+				if fe.Field != tt.wantField {
+					t.Fatalf("FieldError.Field = %q, want %q (%v)", fe.Field, tt.wantField, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if c.Name != tt.wantName || c.Config.Host != tt.wantHost || c.Server != tt.wantHost {
+				t.Fatalf("got name %q host %q server %q, want %q %q", c.Name, c.Config.Host, c.Server, tt.wantName, tt.wantHost)
+			}
+		})
+	}
+}
+
+func TestNewSecretRoundTripsAndHashTracksConnectionData(t *testing.T) {
+	cc := ClusterConfig{BearerToken: "t1", TLSClientConfig: TLSClientConfig{CAData: testCA}}
+	s, err := NewSecret("argocd", "east", "east", "https://east:6443/", cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ParseSecret(s)
+	if err != nil {
+		t.Fatalf("ParseSecret(NewSecret(...)): %v", err)
+	}
+	if a.Name != "east" || a.Config.BearerToken != "t1" || string(a.Config.CAData) != string(testCA) || a.Server != "https://east:6443" {
+		t.Fatalf("round trip lost data: %+v", a)
+	}
+	again, _ := ParseSecret(s.DeepCopy())
+	if again.Hash != a.Hash {
+		t.Errorf("hash not stable for identical Secrets")
+	}
+	cc.BearerToken = "t2" // token rotation
+	rotated, _ := NewSecret("argocd", "east", "east", "https://east:6443", cc)
+	b, err := ParseSecret(rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Hash == a.Hash {
+		t.Errorf("hash unchanged after token rotation")
+	}
+	s.Labels["team"] = "x" // metadata only: must not force a re-engage
+	c, _ := ParseSecret(s)
+	if c.Hash != a.Hash {
+		t.Errorf("hash changed on a label-only change")
+	}
+}
+
+func FuzzParseSecret(f *testing.F) {
+	f.Add("east", "https://east:6443", `{"bearerToken":"t","tlsClientConfig":{"caData":"`+b64(testCA)+`"}}`)
+	f.Add("", "http://x", `{"username":"u"}`)
+	f.Add("a", "https://a", `{"tlsClientConfig":{"certData":"AA==","keyData":"AA=="}}`)
+	f.Fuzz(func(t *testing.T, name, server, config string) {
+		s := clusterSecret(map[string]string{"name": name, "server": server, "config": config})
+		c, err := ParseSecret(s)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error is not a *FieldError: %v", err)
+			}
+			return
+		}
+		if c.Name == "" || c.Config == nil || c.Config.Host == "" || c.Hash == "" {
+			t.Fatalf("success with incomplete result: %+v", c)
+		}
+	})
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -1,7 +1,8 @@
 # certhub — `make help` lists the targets.
 #
 # Test tiers:
-#   test-unit         pure logic beside the code (no API server), with -race.
+#   test-unit         pure logic beside the code (no API server), with -race;
+#                     also renders every kustomization (test/manifests).
 #   test-integration  envtest: real kube-apiserver + etcd, 1 hub + 2 downstream
 #                     control planes, a hub replica in-process, with -race.
 #   test-e2e          the built binary's `certhub demo` flow, end to end.
@@ -49,7 +50,7 @@ test: test-unit test-integration ## Unit and integration tests
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server)
-	$(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/...
+	$(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...
 
 .PHONY: test-integration
 test-integration: envtest ## Integration tests on real API servers (1 hub + 2 downstream)
@@ -87,7 +88,7 @@ image: ## Build the container image (needs a Docker daemon; not available on the
 manifests: ## Render the kustomize overlays into _out/
 	@mkdir -p _out
 	@for d in kustomize/overlays/*/; do n=$$(basename $$d); \
-	  $(GO) run sigs.k8s.io/kustomize/kustomize/v5 build $$d > _out/$$n.yaml && echo "_out/$$n.yaml"; done
+	  $(GO) run ./hack/kbuild $$d > _out/$$n.yaml && echo "_out/$$n.yaml"; done
 
 .PHONY: clean
 clean: ## Remove build output (not the envtest cache)

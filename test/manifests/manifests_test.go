@@ -1,0 +1,55 @@
+// Package manifests builds every kustomization the project ships with the
+// kustomize library, so a broken overlay fails `make test`.
+package manifests
+
+import (
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+func build(t *testing.T, dir string) resmap.ResMap {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join("..", "..", dir))
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return m
+}
+
+func TestHubOverlaysBuild(t *testing.T) {
+	for _, dir := range []string{"kustomize/base", "kustomize/overlays/dev"} {
+		t.Run(dir, func(t *testing.T) {
+			m := build(t, dir)
+			var deployments int
+			for _, r := range m.Resources() {
+				if r.GetKind() == "Deployment" {
+					deployments++
+					if r.GetNamespace() != "certhub" {
+						t.Errorf("Deployment in namespace %q, want certhub", r.GetNamespace())
+					}
+				}
+				if r.GetKind() == "Role" && r.GetName() == "certhub-cluster-secrets" && r.GetNamespace() != "argocd" {
+					t.Errorf("cluster-Secret Role moved to namespace %q; it must stay in argocd", r.GetNamespace())
+				}
+			}
+			if deployments != 1 {
+				t.Errorf("%d Deployments, want 1", deployments)
+			}
+		})
+	}
+}
+
+func TestDownstreamAndExamplesBuild(t *testing.T) {
+	for _, dir := range []string{"kustomize/downstream", "examples/clusters/east"} {
+		t.Run(dir, func(t *testing.T) {
+			if n := build(t, dir).Size(); n == 0 {
+				t.Errorf("%s renders nothing", dir)
+			}
+		})
+	}
+}

@@ -3,8 +3,7 @@
 // only package that knows them all:
 //
 //	inventory (Argo CD cluster Secrets → clusters)
-//	   → coordinator (which clusters this replica engages; multicluster-runtime's
-//	     basic coordinator until internal/shard lands)
+//	   → shard (which clusters this replica engages and writes: --coordinator)
 //	   → certsync (Certificate → TLS Secret + status)
 //	   → issuance (ClusterIssuers in the hub)
 //

@@ -2,9 +2,13 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/certhub/certhub/internal/shard"
 )
 
 // Defaults for Options.
@@ -17,6 +21,13 @@ const (
 	DefaultMetricsAddr = ":8080"
 	// DefaultHealthProbeAddr serves /healthz and /readyz.
 	DefaultHealthProbeAddr = ":8081"
+
+	// CoordinatorCerthub shards clusters over all replicas (internal/shard). The default.
+	CoordinatorCerthub = "certhub"
+	// CoordinatorUpstream is multicluster-runtime's experimental coordinator/sharded, kept for side-by-side benchmarks.
+	CoordinatorUpstream = "upstream"
+	// CoordinatorNone engages every cluster in this replica: only for a single replica.
+	CoordinatorNone = "none"
 )
 
 // Options are the controller's settings, filled from flags by AddFlags.
@@ -33,6 +44,17 @@ type Options struct {
 	HealthProbeAddr string
 	// Identity names this replica in what it writes. Defaults to $POD_NAME, then the hostname.
 	Identity string
+	// Coordinator picks who writes which cluster: CoordinatorCerthub (default), CoordinatorUpstream or CoordinatorNone.
+	Coordinator string
+	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
+	Shard ShardOptions
+}
+
+// ShardOptions are the flag-settable parts of shard.Options.
+type ShardOptions struct {
+	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval time.Duration
+	Buckets                                                  int
+	Weight                                                   float64
 }
 
 // NewOptions returns Options with every default applied.
@@ -43,6 +65,14 @@ func NewOptions() *Options {
 		MetricsAddr:            DefaultMetricsAddr,
 		HealthProbeAddr:        DefaultHealthProbeAddr,
 		Identity:               os.Getenv("POD_NAME"),
+		Coordinator:            CoordinatorCerthub,
+		Shard: ShardOptions{
+			LeaseDuration: shard.DefaultLeaseDuration,
+			RenewDeadline: shard.DefaultRenewDeadline,
+			RetryPeriod:   shard.DefaultRetryPeriod,
+			RenewInterval: shard.DefaultRenewInterval,
+			Weight:        1,
+		},
 	}
 	if o.Identity == "" {
 		o.Identity, _ = os.Hostname()
@@ -58,6 +88,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
+	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
+	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
+	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")
+	fs.DurationVar(&o.Shard.RetryPeriod, "retry-period", o.Shard.RetryPeriod, "Decision loop tick and retry interval (--renew-deadline > 1.2 × this)")
+	fs.DurationVar(&o.Shard.RenewInterval, "renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --renew-deadline)")
+	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases instead of one per cluster (0: one per cluster); same on every replica")
+	fs.Float64Var(&o.Shard.Weight, "weight", o.Shard.Weight, "Relative share of clusters this replica takes")
 }
 
 // Validate reports whether the options are usable.
@@ -71,6 +108,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Identity == "" {
 		errs = append(errs, errors.New("--identity must not be empty (no $POD_NAME and no hostname)"))
+	}
+	switch o.Coordinator {
+	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:
+	default:
+		errs = append(errs, fmt.Errorf("--coordinator %q must be one of certhub, upstream, none", o.Coordinator))
 	}
 	return errors.Join(errs...)
 }

@@ -2,13 +2,17 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -16,10 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
+	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/shard"
 )
 
 // newScheme returns the types certhub reads and writes, in the hub and downstream.
@@ -32,6 +39,37 @@ func newScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newCoordinator builds the coordinator o.Coordinator names, and the
+// ownership check certsync runs before every write (nil: none).
+func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, certsync.Ownership, error) {
+	log := ctrl.Log.WithName("coordinator")
+	switch o.Coordinator {
+	case CoordinatorNone:
+		return nil, nil, nil
+	case CoordinatorUpstream:
+		// Upstream's peer registry defaults its ID to the hostname, which
+		// replicas on one machine share: give it the replica identity.
+		c, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to create hub client: %w", err)
+		}
+		d, r := o.Shard.LeaseDuration, o.Shard.RenewInterval
+		reg := peers.NewLeaseRegistry(c, o.Namespace, "mcr-peer", o.Identity, 1, log)
+		return sharded.New(c, log, sharded.WithShardLease(o.Namespace, "mcr-shard"), sharded.WithLeaseTimings(d, r, o.Shard.RetryPeriod),
+			sharded.WithSynchronizationIntervals(o.Shard.RetryPeriod, 15*time.Second), sharded.WithPeerRegistry(reg)), nil, nil
+	default:
+		sc, err := shard.New(shard.Options{
+			Config: cfg, Namespace: o.Namespace, Identity: o.Identity, Weight: o.Shard.Weight,
+			LeaseDuration: o.Shard.LeaseDuration, RenewDeadline: o.Shard.RenewDeadline,
+			RetryPeriod: o.Shard.RetryPeriod, RenewInterval: o.Shard.RenewInterval, Buckets: o.Shard.Buckets,
+		}, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sc, sc, nil
+	}
 }
 
 // Run wires the hub manager against cfg and blocks until ctx is done.
@@ -53,6 +91,15 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return err
 	}
 
+	coord, ownership, err := newCoordinator(cfg, o)
+	if err != nil {
+		return err
+	}
+	var mcOpts []mcmanager.Option
+	if coord != nil {
+		mcOpts = append(mcOpts, mcmanager.WithCoordinator(coord))
+	}
+
 	// The hub caches Secrets only in the two namespaces certhub reads.
 	secretNamespaces := map[string]cache.Config{o.Namespace: {}, o.ClusterSecretNamespace: {}}
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
@@ -62,7 +109,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: secretNamespaces},
 		}},
-	})
+	}, mcOpts...)
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
@@ -73,13 +120,22 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Identity: o.Identity}); err != nil {
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Identity: o.Identity, Ownership: ownership}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	ready := healthz.Ping
+	if sc, ok := coord.(*shard.Coordinator); ok {
+		ready = func(*http.Request) error {
+			if !sc.Ready() {
+				return errors.New("shard membership not synced yet")
+			}
+			return nil
+		}
+	}
+	if err := mgr.AddReadyzCheck("shard", ready); err != nil {
 		return err
 	}
 	if err := mgr.Start(ctx); err != nil {

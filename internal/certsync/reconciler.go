@@ -29,6 +29,7 @@ import (
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/issuance"
@@ -47,12 +48,21 @@ type IssuerResolver interface {
 	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string) (issuance.Issuer, error)
 }
 
+// Ownership says whether this replica may write to a cluster now, and the
+// stamp to record as the writer. *shard.Coordinator implements it.
+type Ownership interface {
+	Owns(cluster multicluster.ClusterName) (stamp string, ok bool)
+}
+
 // Options configure the Certificate reconciler.
 type Options struct {
 	// Issuers resolves issuerRefs in the hub. Required.
 	Issuers IssuerResolver
-	// Identity names this hub replica in WriterAnnotation. Defaults to the hostname.
+	// Identity names this hub replica in WriterAnnotation when Ownership is nil. Defaults to the hostname.
 	Identity string
+	// Ownership is checked before every downstream write. Nil means this
+	// replica owns every engaged cluster (a single replica).
+	Ownership Ownership
 	// IssuerRetryInterval defaults to DefaultIssuerRetryInterval.
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
@@ -138,9 +148,25 @@ type reconciler struct {
 
 // target is one Certificate in one cluster, with what is needed to write there.
 type target struct {
-	cl  cluster.Cluster
-	crt *cmapi.Certificate
-	rec recorder.EventRecorder
+	name multicluster.ClusterName
+	cl   cluster.Cluster
+	crt  *cmapi.Certificate
+	rec  recorder.EventRecorder
+}
+
+// errNotOwner stops a write: another replica owns the cluster now.
+var errNotOwner = errors.New("this replica no longer owns the cluster")
+
+// stamp returns the writer stamp if this replica may write to t's cluster now.
+func (r *reconciler) stamp(t *target) (string, error) {
+	if r.opts.Ownership == nil {
+		return r.opts.Identity, nil
+	}
+	s, ok := r.opts.Ownership.Owns(t.name)
+	if !ok {
+		return "", errNotOwner
+	}
+	return s, nil
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
@@ -156,7 +182,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if crt.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	t := &target{cl: cl, crt: crt, rec: cl.GetEventRecorder("certhub")}
+	t := &target{name: req.ClusterName, cl: cl, crt: crt, rec: cl.GetEventRecorder("certhub")}
+	if _, err := r.stamp(t); err != nil {
+		log.V(1).Info("skipping: cluster not owned by this replica")
+		return reconcile.Result{}, nil // the owner reconciles it
+	}
 
 	secret, foreign, err := r.getSecret(ctx, cl, crt)
 	if err != nil {
@@ -242,7 +272,11 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if existing != nil && existing.Type != "" {
 		secretType = existing.Type // the type of an existing Secret is immutable
 	}
-	ac, err := secretApply(crt, secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}, r.opts.Identity)
+	writer, err := r.stamp(t)
+	if err != nil {
+		return reconcile.Result{}, nil // ownership moved while signing; the new owner issues
+	}
+	ac, err := secretApply(crt, secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}, writer)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -318,6 +352,9 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, mutate func(*c
 		mutate(updated)
 		if apiequality.Semantic.DeepEqual(updated.Status, t.crt.Status) {
 			return nil
+		}
+		if _, err := r.stamp(t); err != nil {
+			return nil // not ours to write any more
 		}
 		if err := c.Status().Update(ctx, updated); err != nil {
 			return fmt.Errorf("failed to update status of Certificate %s/%s: %w", t.crt.Namespace, t.crt.Name, err)

@@ -254,8 +254,8 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
 		return reconcile.Result{}, err // retried with backoff
 	}
-	log.Info("cluster engaged", "server", parsed.Server)
-	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterEngaged, "Connect", "cluster %q at %s is served by the hub", name, parsed.Server)
+	log.Info("cluster connected", "server", parsed.Server)
+	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, parsed.Server)
 	return reconcile.Result{}, nil
 }
 

@@ -2,8 +2,8 @@ package inventory
 
 // Reasons for Events on cluster Secrets in the hub (and log lines).
 const (
-	// ReasonClusterEngaged: the cluster was connected and handed to the manager.
-	ReasonClusterEngaged = "ClusterEngaged"
+	// ReasonClusterConnected: the cluster was reached and handed to the manager (the coordinator decides whether this replica writes to it).
+	ReasonClusterConnected = "ClusterConnected"
 	// ReasonClusterDisengaged: the Secret was deleted; the hub stopped serving the cluster (nothing downstream is deleted).
 	ReasonClusterDisengaged = "ClusterDisengaged"
 	// ReasonInvalidClusterSecret: the Secret cannot be parsed; the message names the field.

@@ -270,3 +270,21 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	}
 	return nil
 }
+
+// WriteKubeconfig writes an admin kubeconfig for cp to dir and returns its
+// path, for processes (hub replicas) started outside the test process.
+func (cp *ControlPlane) WriteKubeconfig(dir string) (string, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: "certhub-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("failed to add admin user to %s: %w", cp.Name, err)
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("failed to render kubeconfig of %s: %w", cp.Name, err)
+	}
+	path := filepath.Join(dir, cp.Name+".kubeconfig")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return "", fmt.Errorf("failed to write kubeconfig: %w", err)
+	}
+	return path, nil
+}

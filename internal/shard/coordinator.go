@@ -1,0 +1,596 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+)
+
+var (
+	_ mcmanager.Coordinator          = &Coordinator{}
+	_ manager.Runnable               = &Coordinator{}
+	_ manager.LeaderElectionRunnable = &Coordinator{}
+)
+
+// Coordinator decides which downstream clusters this replica engages. See the package doc.
+type Coordinator struct {
+	opts    Options
+	log     logr.Logger
+	leases  coordinationclient.LeaseInterface
+	cs      kubernetes.Interface
+	obs     *observer
+	metrics *shardMetrics
+	trigger chan struct{}
+	ready   atomic.Bool
+
+	mu       sync.Mutex // guards the fields below; never held across an API call
+	awares   []multicluster.Aware
+	clusters map[multicluster.ClusterName]*clusterState
+	fences   map[string]*fenceState // by fence key
+
+	// Owned by the decision loop only.
+	peerLease   *coordinationv1.Lease
+	peerRenewed time.Time
+	unownedFrom map[string]time.Time // fence key → when it was first seen without a live holder
+	reported    map[multicluster.ClusterName]bool
+}
+
+type clusterState struct {
+	cl        cluster.Cluster
+	ctx       context.Context    // from the provider: the cluster's lifetime
+	engCancel context.CancelFunc // non-nil while engaged with the awares
+}
+
+type fenceState struct {
+	key, name   string
+	held        bool
+	lastRenew   time.Time
+	transitions int32
+	lease       *coordinationv1.Lease // as last written by us
+}
+
+// New returns a Coordinator. Pass it to mcmanager.New with mcmanager.WithCoordinator.
+func New(opts Options, log logr.Logger) (*Coordinator, error) {
+	opts.defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create hub clientset: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		opts:        opts,
+		log:         log.WithName("shard").WithValues("replica", opts.Identity),
+		cs:          cs,
+		leases:      cs.CoordinationV1().Leases(opts.Namespace),
+		obs:         newObserver(),
+		metrics:     m,
+		trigger:     make(chan struct{}, 1),
+		clusters:    map[multicluster.ClusterName]*clusterState{},
+		fences:      map[string]*fenceState{},
+		unownedFrom: map[string]time.Time{},
+		reported:    map[multicluster.ClusterName]bool{},
+	}, nil
+}
+
+// AddAware registers a component to engage for owned clusters.
+func (c *Coordinator) AddAware(a multicluster.Aware) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.awares = append(c.awares, a)
+}
+
+// Runnable returns the Coordinator itself: its Start runs the decision loop.
+func (c *Coordinator) Runnable() manager.Runnable { return c }
+
+// NeedLeaderElection is false: every replica is active.
+func (c *Coordinator) NeedLeaderElection() bool { return false }
+
+// Ready reports whether the first membership snapshot has been taken; before
+// that the replica owns nothing. Suitable for a readiness check.
+func (c *Coordinator) Ready() bool { return c.ready.Load() }
+
+// Engage records a cluster the provider made available. It never blocks and
+// never engages directly: the decision loop engages owned clusters.
+func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := &clusterState{cl: cl, ctx: ctx}
+	c.mu.Lock()
+	if old, ok := c.clusters[name]; ok && old.engCancel != nil {
+		old.engCancel() // new connection data: re-engaged below with the new cluster
+	}
+	c.clusters[name] = st
+	c.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		c.mu.Lock()
+		if cur := c.clusters[name]; cur == st {
+			if cur.engCancel != nil {
+				cur.engCancel()
+			}
+			delete(c.clusters, name)
+		}
+		c.mu.Unlock()
+		c.kick()
+	}()
+	c.kick()
+	return nil
+}
+
+// Owns reports whether this replica may write to cluster now, and the stamp
+// to record on what it writes: "<replica>/<fence transition>", so a write by
+// a stale owner is detectable after the fact. It is false as soon as the
+// fence's renew deadline has passed, even before the decision loop notices.
+func (c *Coordinator) Owns(name multicluster.ClusterName) (string, bool) {
+	now := c.opts.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.clusters[name]
+	f := c.fences[fenceKey(string(name), c.opts.Buckets)]
+	if cs == nil || cs.engCancel == nil || f == nil || !f.held || now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
+		return "", false
+	}
+	return c.opts.Identity + "/" + strconv.Itoa(int(f.transitions)), true
+}
+
+func (c *Coordinator) kick() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the decision loop until ctx is done, then hands every owned
+// cluster back: engagements are cancelled, fences released and the peer
+// Lease deleted, so the other replicas take over at once.
+func (c *Coordinator) Start(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
+		informers.WithNamespace(c.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LeaseKindLabel }))
+	inf := factory.Coordination().V1().Leases().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.observe(o) },
+		UpdateFunc: func(_, o any) { c.observe(o) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if l, ok := o.(*coordinationv1.Lease); ok {
+				c.obs.forget(l.Name)
+				c.kick()
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("failed to watch Leases: %w", err)
+	}
+	informerCtx, stopInformer := context.WithCancel(context.Background())
+	defer stopInformer()
+	factory.Start(informerCtx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return ctx.Err()
+	}
+
+	// No decision before the first membership snapshot and our own peer Lease.
+	for c.renewPeer(ctx) != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.opts.clock.After(c.opts.RetryPeriod):
+		}
+	}
+	c.ready.Store(true)
+	c.log.Info("membership synced; deciding ownership", "peers", len(c.obs.peers(c.opts.clock.Now())))
+
+	ticker := c.opts.clock.NewTicker(c.opts.RetryPeriod)
+	defer ticker.Stop()
+	for {
+		c.step(ctx)
+		select {
+		case <-ctx.Done():
+			c.shutdown()
+			return nil
+		case <-ticker.C():
+		case <-c.trigger:
+		}
+	}
+}
+
+func (c *Coordinator) observe(o any) {
+	if l, ok := o.(*coordinationv1.Lease); ok {
+		c.obs.record(l, c.opts.clock.Now())
+		c.kick()
+	}
+}
+
+// step is one pass of the decision loop:
+//
+//	membership ─▶ for each fence key: want = Assign(key, peers) == self
+//	   want & !held ─▶ acquire (create, or take over a released/expired Lease)
+//	   want &  held ─▶ renew every RenewInterval; past RenewDeadline ─▶ lost
+//	  !want &  held ─▶ stop engagements, then release (holder = "")
+//	─▶ engage clusters whose fence is held; cancel the others
+func (c *Coordinator) step(ctx context.Context) {
+	now := c.opts.clock.Now()
+	if now.Sub(c.peerRenewed) >= c.opts.RenewInterval {
+		if err := c.renewPeer(ctx); err != nil {
+			c.log.Error(err, "failed to renew peer Lease")
+		}
+	}
+	now = c.opts.clock.Now()
+	selfAlive := now.Sub(c.peerRenewed) < c.opts.RenewDeadline
+	peers := c.membership(now, selfAlive)
+	c.metrics.peers.Set(float64(len(peers)))
+
+	c.mu.Lock()
+	keys := map[string]bool{}
+	for name := range c.clusters {
+		keys[fenceKey(string(name), c.opts.Buckets)] = true
+	}
+	var work []*fenceState
+	for k := range keys {
+		if c.fences[k] == nil {
+			c.fences[k] = &fenceState{key: k, name: leaseName(c.opts.FencePrefix, k)}
+		}
+	}
+	for k, f := range c.fences {
+		if !keys[k] && !f.held {
+			delete(c.fences, k)
+			continue
+		}
+		work = append(work, f)
+	}
+	c.mu.Unlock()
+
+	for _, f := range work {
+		want := keys[f.key] && Assign(f.key, peers) == c.opts.Identity
+		switch {
+		case want && !c.isHeld(f):
+			c.acquire(ctx, f)
+		case want:
+			if c.opts.clock.Since(f.lastRenew) >= c.opts.RenewInterval {
+				c.renew(ctx, f)
+			}
+		case c.isHeld(f):
+			c.release(ctx, f, "not assigned to this replica")
+		}
+	}
+	c.syncEngagements()
+	c.updateMetrics(keys)
+}
+
+// membership is the peer snapshot decisions use. Our own entry comes from
+// our renew record, not the informer, which may lag behind our writes; a
+// replica that cannot renew its own peer Lease decides to own nothing.
+func (c *Coordinator) membership(now time.Time, selfAlive bool) []Peer {
+	if !selfAlive {
+		return nil
+	}
+	peers := []Peer{{ID: c.opts.Identity, Weight: c.opts.Weight}}
+	for _, p := range c.obs.peers(now) {
+		if p.ID != c.opts.Identity {
+			peers = append(peers, p)
+		}
+	}
+	return peers
+}
+
+func (c *Coordinator) isHeld(f *fenceState) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f.held
+}
+
+// setHeld records a fence state change under the lock Owns reads with.
+func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Lease, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.held = held
+	if lease != nil {
+		f.lease = lease
+		f.transitions = ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	}
+	if held {
+		f.lastRenew = at
+	}
+}
+
+func (c *Coordinator) acquire(ctx context.Context, f *fenceState) {
+	now := c.opts.clock.Now()
+	obs := c.obs.get(f.name)
+	if obs != nil && obs.holder() != c.opts.Identity && obs.live(now) {
+		return // someone else holds it; wait for its release or expiry
+	}
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	prevHolder := obs.holder()
+	if obs == nil {
+		got, err = c.leases.Create(ctx, c.fenceLease(f, nil, now), metav1.CreateOptions{})
+	} else {
+		got, err = c.leases.Update(ctx, c.fenceLease(f, obs.lease, now), metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			c.metrics.fenceFailures.WithLabelValues("acquire").Inc()
+			c.log.Error(err, "failed to acquire fence", "fence", f.name)
+		}
+		return // lost a race or will retry on the next tick
+	}
+	c.obs.record(got, now)
+	c.setHeld(f, true, got, now)
+	if prevHolder != "" && prevHolder != c.opts.Identity {
+		c.metrics.handoffs.Inc()
+	}
+	c.log.Info("fence acquired", "fence", f.name, "previousHolder", prevHolder, "transitions", ptr.Deref(got.Spec.LeaseTransitions, 0))
+}
+
+// fenceLease is the Lease that claims f for this replica, based on the
+// current one (nil to create it). A claim increments leaseTransitions, so
+// every holding period has its own number.
+func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: f.name, Namespace: c.opts.Namespace,
+		Labels:      map[string]string{LeaseKindLabel: leaseKindFence},
+		Annotations: map[string]string{FenceKeyAnnotation: f.key},
+	}}
+	var transitions int32
+	if cur != nil {
+		l = cur.DeepCopy()
+		transitions = ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1
+	}
+	mt := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
+	l.Spec.AcquireTime = &mt
+	l.Spec.RenewTime = &mt
+	l.Spec.LeaseTransitions = ptr.To(transitions)
+	return l
+}
+
+func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
+	now := c.opts.clock.Now()
+	l := f.lease.DeepCopy()
+	mt := metav1.NewMicroTime(now)
+	l.Spec.RenewTime = &mt
+	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err == nil {
+		c.obs.record(got, now)
+		c.setHeld(f, true, got, now)
+		return
+	}
+	c.metrics.fenceFailures.WithLabelValues("renew").Inc()
+	if obs := c.obs.get(f.name); apierrors.IsConflict(err) && obs != nil && obs.holder() != c.opts.Identity {
+		c.lose(f, fmt.Sprintf("taken by %q", obs.holder()))
+		return
+	}
+	if c.opts.clock.Since(f.lastRenew) >= c.opts.RenewDeadline {
+		c.lose(f, "renew deadline passed: "+err.Error())
+		return
+	}
+	c.log.Error(err, "failed to renew fence; retrying", "fence", f.name)
+}
+
+// lose gives up a fence without writing: it is no longer ours to release.
+func (c *Coordinator) lose(f *fenceState, why string) {
+	c.setHeld(f, false, nil, time.Time{})
+	c.metrics.fenceFailures.WithLabelValues("lost").Inc()
+	c.syncEngagements()
+	c.log.Info("fence lost; stopped writing to its clusters", "fence", f.name, "why", why)
+}
+
+// release stops the engagements first, then clears the holder so the new
+// owner need not wait for expiry.
+func (c *Coordinator) release(ctx context.Context, f *fenceState, why string) {
+	c.setHeld(f, false, nil, time.Time{})
+	c.syncEngagements()
+	l := f.lease.DeepCopy()
+	l.Spec.HolderIdentity = ptr.To("")
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		c.metrics.fenceFailures.WithLabelValues("release").Inc()
+		c.log.Error(err, "failed to release fence; it will expire", "fence", f.name)
+		return
+	}
+	c.obs.record(got, c.opts.clock.Now())
+	c.log.Info("fence released", "fence", f.name, "why", why)
+}
+
+// syncEngagements engages clusters whose fence is held and cancels the rest.
+func (c *Coordinator) syncEngagements() {
+	type start struct {
+		name multicluster.ClusterName
+		cl   cluster.Cluster
+		ctx  context.Context
+	}
+	var starts []start
+	c.mu.Lock()
+	awares := append([]multicluster.Aware(nil), c.awares...)
+	for name, cs := range c.clusters {
+		f := c.fences[fenceKey(string(name), c.opts.Buckets)]
+		held := f != nil && f.held
+		switch {
+		case held && cs.engCancel == nil && cs.ctx.Err() == nil:
+			ctx, cancel := context.WithCancel(cs.ctx)
+			cs.engCancel = cancel
+			starts = append(starts, start{name: name, cl: cs.cl, ctx: ctx})
+		case !held && cs.engCancel != nil:
+			cs.engCancel()
+			cs.engCancel = nil
+			c.log.Info("cluster disengaged", "cluster", name)
+		}
+	}
+	c.mu.Unlock()
+	// Engaging starts informers in the downstream cluster and can take a
+	// while; it must not hold up renewals, so each cluster engages on its own.
+	for _, s := range starts {
+		go c.engage(s.ctx, awares, s.name, s.cl)
+	}
+}
+
+func (c *Coordinator) engage(ctx context.Context, awares []multicluster.Aware, name multicluster.ClusterName, cl cluster.Cluster) {
+	for _, a := range awares {
+		if err := a.Engage(ctx, name, cl); err != nil {
+			c.log.Error(err, "failed to engage cluster; retrying", "cluster", name)
+			c.mu.Lock()
+			if cs := c.clusters[name]; cs != nil && cs.engCancel != nil && cs.cl == cl {
+				cs.engCancel()
+				cs.engCancel = nil
+			}
+			c.mu.Unlock()
+			c.kick()
+			return
+		}
+	}
+	c.log.Info("cluster engaged", "cluster", name)
+}
+
+func (c *Coordinator) renewPeer(ctx context.Context) error {
+	now := c.opts.clock.Now()
+	mt := metav1.NewMicroTime(now)
+	l := c.peerLease
+	if l == nil {
+		cur, err := c.leases.Get(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(c.opts.PeerPrefix, c.opts.Identity), Namespace: c.opts.Namespace}}
+		case err != nil:
+			return fmt.Errorf("failed to get peer Lease: %w", err)
+		default:
+			l = cur
+		}
+	}
+	l = l.DeepCopy()
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[LeaseKindLabel] = leaseKindPeer
+	l.Annotations[WeightAnnotation] = strconv.FormatFloat(c.opts.Weight, 'g', -1, 64)
+	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
+	l.Spec.RenewTime = &mt
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if l.ResourceVersion == "" {
+		got, err = c.leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		got, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		c.peerLease = nil // re-read on the next attempt
+		return fmt.Errorf("failed to write peer Lease: %w", err)
+	}
+	c.peerLease, c.peerRenewed = got, now
+	c.obs.record(got, now)
+	return nil
+}
+
+// shutdown hands everything back. It runs with its own deadline because ctx is already done.
+func (c *Coordinator) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RenewDeadline)
+	defer cancel()
+	c.mu.Lock()
+	var held []*fenceState
+	for _, f := range c.fences {
+		if f.held {
+			f.held = false
+			held = append(held, f)
+		}
+	}
+	for _, cs := range c.clusters {
+		if cs.engCancel != nil {
+			cs.engCancel()
+			cs.engCancel = nil
+		}
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, f := range held {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c.release(ctx, f, "shutting down")
+		})
+	}
+	wg.Wait()
+	if err := c.leases.Delete(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.log.Error(err, "failed to delete peer Lease; peers will wait for it to expire")
+	}
+	c.log.Info("handed off all clusters", "fences", len(held))
+}
+
+func (c *Coordinator) updateMetrics(keys map[string]bool) {
+	now := c.opts.clock.Now()
+	threshold := c.opts.LeaseDuration + c.opts.RetryPeriod
+	var owned, unowned int
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.reported {
+		if c.clusters[name] == nil {
+			c.metrics.clusterOwned.DeleteLabelValues(string(name))
+			delete(c.reported, name)
+		}
+	}
+	for name, cs := range c.clusters {
+		v := 0.0
+		if cs.engCancel != nil {
+			owned++
+			v = 1
+		}
+		c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
+		c.reported[name] = true
+	}
+	for k := range keys {
+		f := c.fences[k]
+		if (f != nil && f.held) || c.obs.get(leaseName(c.opts.FencePrefix, k)).live(now) {
+			delete(c.unownedFrom, k)
+			continue
+		}
+		since, ok := c.unownedFrom[k]
+		if !ok {
+			c.unownedFrom[k] = now
+			continue
+		}
+		if now.Sub(since) > threshold {
+			unowned++
+		}
+	}
+	for k := range c.unownedFrom {
+		if !keys[k] {
+			delete(c.unownedFrom, k)
+		}
+	}
+	c.metrics.owned.Set(float64(owned))
+	c.metrics.unowned.Set(float64(unowned))
+}

@@ -1,0 +1,40 @@
+// Package shard decides which hub replica writes to which downstream cluster,
+// with no leader: every replica is active, and each cluster has exactly one
+// writing replica at a time.
+//
+// It is a multicluster-runtime Coordinator (mcmanager.WithCoordinator). The
+// provider hands every cluster to every replica; the Coordinator engages the
+// controllers only for the clusters this replica owns.
+//
+//	peer Leases (certhub-peer-<id>) ──informer──▶ live peers, judged by local time
+//	                                                   │
+//	cluster ─▶ fence key (cluster, or bucket-N) ─▶ Assign(key, peers)  (weighted HRW)
+//	                                                   │ == self?
+//	fence Lease (certhub-shard-<key>) ◀── acquire / renew / release
+//	                                                   │ held
+//	                                       Engage(child ctx) ─▶ certsync writes
+//
+// Contract:
+//   - Membership: each replica keeps a peer Lease, renewed every
+//     RenewInterval. A Lease — peer or fence — counts as held until it has
+//     not been seen to change for LeaseDuration, measured on the observer's
+//     clock (client-go's leaderelection rule), never the holder's timestamps.
+//   - No decision before the first membership snapshot (informer synced and
+//     our own peer Lease written). A replica that cannot renew its own peer
+//     Lease decides to own nothing.
+//   - Fencing: a cluster is engaged only while its fence Lease is held. A
+//     holder that has not renewed for RenewDeadline (< LeaseDuration) stops
+//     at once, before anyone else may take over; Owns turns false at that
+//     moment even if the loop is busy. Every acquisition increments
+//     leaseTransitions, and writers stamp "<replica>/<transition>" on what
+//     they write, so a stale writer is detectable after the fact.
+//   - Handoff: when the assignment moves a cluster away, or on shutdown, the
+//     replica cancels the engagement, then clears the fence's holder; on
+//     shutdown it also deletes its peer Lease, so peers take over without
+//     waiting for expiry. After a crash, takeover waits for LeaseDuration.
+//   - All API calls happen on the decision loop goroutine (engagements start
+//     on their own goroutines); the mutex is never held across an API call.
+//
+// Reads come from one label-selected informer on the hub's Leases; a renewal
+// is one Update (no Get), half of upstream's coordinator's Get + Update.
+package shard

@@ -1,0 +1,111 @@
+package shard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+)
+
+func TestLeaseNamesAreValidAndDistinct(t *testing.T) {
+	keys := []string{"east", "East", "east_", "https://kubernetes.default.svc", strings.Repeat("a", 300), strings.Repeat("a", 301), "bucket-3"}
+	seen := map[string]string{}
+	for _, k := range keys {
+		n := leaseName(DefaultFencePrefix, k)
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			t.Errorf("leaseName(%q) = %q is not a valid name: %v", k, n, errs)
+		}
+		if other, ok := seen[n]; ok {
+			t.Errorf("keys %q and %q share Lease %q", k, other, n)
+		}
+		seen[n] = k
+	}
+	if got := leaseName(DefaultFencePrefix, "east"); got != "certhub-shard-east" {
+		t.Errorf("a clean name should be kept readable: got %q", got)
+	}
+}
+
+func TestFenceKeyBuckets(t *testing.T) {
+	if fenceKey("east", 0) != "east" {
+		t.Errorf("per-cluster mode must use the cluster name")
+	}
+	buckets := map[string]bool{}
+	for _, c := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		k := fenceKey(c, 4)
+		if k != fenceKey(c, 4) {
+			t.Fatalf("bucket not stable for %q", c)
+		}
+		buckets[k] = true
+	}
+	if len(buckets) > 4 {
+		t.Errorf("more than 4 buckets: %v", buckets)
+	}
+}
+
+func lease(name, holder string, renew time.Time, transitions int32) *coordinationv1.Lease {
+	mt := metav1.NewMicroTime(renew)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LeaseKindLabel: leaseKindPeer}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](10),
+			RenewTime: &mt, LeaseTransitions: ptr.To(transitions)},
+	}
+}
+
+// Expiry runs on the observer's clock from the last observed change: a holder
+// whose clock is far ahead cannot extend its claim, and a resync of an
+// unchanged Lease does not refresh it.
+func TestObservationExpiryUsesLocalTime(t *testing.T) {
+	ob := newObserver()
+	t0 := time.Unix(1_000_000, 0)
+	future := t0.Add(time.Hour) // the holder's clock is an hour ahead
+	ob.record(lease("p", "replica-0", future, 0), t0)
+	if !ob.get("p").live(t0.Add(9 * time.Second)) {
+		t.Fatalf("lease should be live 9s after it was observed")
+	}
+	ob.record(lease("p", "replica-0", future, 0), t0.Add(9*time.Second)) // resync, no change
+	if ob.get("p").live(t0.Add(10 * time.Second)) {
+		t.Fatalf("an unchanged lease must expire 10s after its last observed change, whatever its renewTime says")
+	}
+	ob.record(lease("p", "replica-0", future.Add(time.Second), 0), t0.Add(11*time.Second)) // renewed
+	if !ob.get("p").live(t0.Add(20 * time.Second)) {
+		t.Fatalf("a renewal restarts the local expiry clock")
+	}
+	if peers := ob.peers(t0.Add(20 * time.Second)); len(peers) != 1 || peers[0].ID != "replica-0" || peers[0].Weight != 1 {
+		t.Fatalf("peers = %v, want replica-0 with weight 1", peers)
+	}
+	if peers := ob.peers(t0.Add(22 * time.Second)); len(peers) != 0 {
+		t.Fatalf("expired peer still listed: %v", peers)
+	}
+	ob.record(lease("p", "", future, 1), t0.Add(23*time.Second)) // released
+	if ob.get("p").live(t0.Add(23 * time.Second)) {
+		t.Fatalf("a released lease (no holder) is never live")
+	}
+}
+
+func TestOptionsValidateLeaseInvariant(t *testing.T) {
+	base := func() Options {
+		o := Options{Config: nil, Namespace: "certhub", Identity: "r"}
+		o.defaults()
+		return o
+	}
+	o := base()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Config") {
+		t.Fatalf("missing Config not reported: %v", err)
+	}
+	for name, mutate := range map[string]func(*Options){
+		"duration <= deadline":  func(o *Options) { o.LeaseDuration = o.RenewDeadline },
+		"deadline <= 1.2 retry": func(o *Options) { o.RetryPeriod = o.RenewDeadline },
+		"interval >= deadline":  func(o *Options) { o.RenewInterval = o.RenewDeadline },
+		"negative buckets":      func(o *Options) { o.Buckets = -1 },
+	} {
+		o := base()
+		mutate(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "shard:") {
+			t.Errorf("%s: not rejected (%v)", name, err)
+		}
+	}
+}

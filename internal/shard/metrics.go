@@ -1,0 +1,53 @@
+package shard
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names; every one carries the certhub_shard_ prefix.
+const (
+	metricOwned         = "certhub_shard_owned_clusters"
+	metricClusterOwned  = "certhub_shard_cluster_owned"
+	metricHandoffs      = "certhub_shard_handoffs_total"
+	metricFenceFailures = "certhub_shard_fence_failures_total"
+	metricUnowned       = "certhub_shard_unowned_clusters"
+	metricPeers         = "certhub_shard_peers"
+)
+
+type shardMetrics struct {
+	owned         prometheus.Gauge
+	clusterOwned  *prometheus.GaugeVec
+	handoffs      prometheus.Counter
+	fenceFailures *prometheus.CounterVec
+	unowned       prometheus.Gauge
+	peers         prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
+	m := &shardMetrics{
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricOwned,
+			Help: "Downstream clusters this replica owns (holds the fence of and has engaged)."}),
+		clusterOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricClusterOwned,
+			Help: "1 when this replica owns the cluster, 0 when it knows the cluster but another replica (or none) owns it."}, []string{"cluster"}),
+		handoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: metricHandoffs,
+			Help: "Fences this replica took over from another replica (failover or rebalancing)."}),
+		fenceFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricFenceFailures,
+			Help: "Fence Lease writes that failed, by operation (acquire, renew, release) and for renew deadlines missed (lost)."}, []string{"reason"}),
+		unowned: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricUnowned,
+			Help: "Clusters whose fence has had no live holder for longer than LeaseDuration + RetryPeriod, as this replica sees them."}),
+		peers: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPeers,
+			Help: "Live replicas in the membership snapshot this replica decides with."}),
+	}
+	for _, c := range []prometheus.Collector{m.owned, m.clusterOwned, m.handoffs, m.fenceFailures, m.unowned, m.peers} {
+		if err := reg.Register(c); err != nil {
+			are := prometheus.AlreadyRegisteredError{}
+			if errors.As(err, &are) {
+				return nil, errors.New("shard: metrics already registered; give each Coordinator in a process its own Registerer")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}

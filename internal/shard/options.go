@@ -1,0 +1,125 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Defaults for Options. LeaseDuration/RenewDeadline/RetryPeriod are
+// controller-runtime's leader-election defaults.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	// DefaultRenewInterval is how often a healthy holder renews; renewing at
+	// every RetryPeriod (client-go) would cost 2.5× the hub writes.
+	DefaultRenewInterval = 5 * time.Second
+	// DefaultPeerPrefix and DefaultFencePrefix name the Leases.
+	DefaultPeerPrefix  = "certhub-peer"
+	DefaultFencePrefix = "certhub-shard"
+)
+
+// Options configure a Coordinator.
+type Options struct {
+	// Config reaches the hub API server, where all Leases live. Required.
+	Config *rest.Config
+	// Namespace holds the peer and fence Leases in the hub. Required.
+	Namespace string
+	// Identity names this replica (its peer Lease and fence holder). Required; unique per replica.
+	Identity string
+	// Weight is this replica's relative capacity for the assignment. Defaults to 1.
+	Weight float64
+
+	// LeaseDuration is how long a Lease that has not been seen to change
+	// counts as held. Expiry is judged by the observer's clock, from when it
+	// last saw the Lease change (client-go's leaderelection rule), never by
+	// the holder's timestamps. Defaults to DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// RenewDeadline: a holder that has not renewed for this long stops writing
+	// and gives the cluster up. Must be < LeaseDuration, so it stops before
+	// anyone else may start. Defaults to DefaultRenewDeadline.
+	RenewDeadline time.Duration
+	// RetryPeriod is the decision loop's tick and the retry interval of failed
+	// Lease writes. Must be < RenewDeadline/1.2. Defaults to DefaultRetryPeriod.
+	RetryPeriod time.Duration
+	// RenewInterval is how often held Leases are renewed. Must be < RenewDeadline. Defaults to DefaultRenewInterval.
+	RenewInterval time.Duration
+
+	// Buckets, when > 0, hashes clusters into that many virtual shards with
+	// one fence Lease each (for thousands of clusters). 0 means one fence per
+	// cluster. Every replica must use the same value. Defaults to 0.
+	Buckets int
+	// PeerPrefix defaults to DefaultPeerPrefix; FencePrefix to DefaultFencePrefix.
+	PeerPrefix, FencePrefix string
+	// Registerer receives the shard metrics. Defaults to controller-runtime's registry.
+	Registerer prometheus.Registerer
+
+	clock clock.WithTicker // test seam; defaults to the real clock
+}
+
+func (o *Options) defaults() {
+	if o.Weight == 0 {
+		o.Weight = 1
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = DefaultRenewDeadline
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = DefaultRetryPeriod
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = min(DefaultRenewInterval, o.RenewDeadline/2)
+	}
+	if o.PeerPrefix == "" {
+		o.PeerPrefix = DefaultPeerPrefix
+	}
+	if o.FencePrefix == "" {
+		o.FencePrefix = DefaultFencePrefix
+	}
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+}
+
+// Validate checks the options, including client-go's lease invariant
+// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Config == nil {
+		errs = append(errs, errors.New("shard: Config is required"))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("shard: Namespace is required"))
+	}
+	if o.Identity == "" {
+		errs = append(errs, errors.New("shard: Identity is required"))
+	}
+	if o.Weight < 0 {
+		errs = append(errs, fmt.Errorf("shard: Weight %v must not be negative", o.Weight))
+	}
+	if o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("shard: LeaseDuration (%s) must be greater than RenewDeadline (%s)", o.LeaseDuration, o.RenewDeadline))
+	}
+	if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
+		errs = append(errs, fmt.Errorf("shard: RenewDeadline (%s) must be greater than 1.2 × RetryPeriod (%s)", o.RenewDeadline, o.RetryPeriod))
+	}
+	if o.RetryPeriod <= 0 || o.RenewInterval <= 0 || o.RenewInterval >= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("shard: RetryPeriod (%s) must be > 0 and RenewInterval (%s) in (0, RenewDeadline)", o.RetryPeriod, o.RenewInterval))
+	}
+	if o.Buckets < 0 {
+		errs = append(errs, fmt.Errorf("shard: Buckets %d must not be negative", o.Buckets))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,275 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/testbed"
+)
+
+const ns = "sharded"
+
+func certificate(name string) *cmapi.Certificate {
+	return &cmapi.Certificate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: cmapi.CertificateSpec{
+			SecretName: name + "-tls",
+			DNSNames:   []string{name + ".example.com"},
+			IssuerRef:  cmmeta.IssuerReference{Name: issuerName, Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"},
+			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+		},
+	}
+}
+
+func isReady(c *cmapi.Certificate) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == cmapi.CertificateConditionReady {
+			return cond.Status == cmmeta.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitAllReady waits until every Certificate in every cluster's test namespace is Ready.
+func waitAllReady(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	var notReady []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		notReady = notReady[:0]
+		for _, cp := range bed.Downstreams {
+			list := &cmapi.CertificateList{}
+			if err := cp.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return false, nil
+			}
+			for _, c := range list.Items {
+				if !isReady(&c) {
+					notReady = append(notReady, cp.Name+"/"+c.Name)
+				}
+			}
+		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("Certificates not Ready after %s: %v", timeout, notReady)
+	}
+}
+
+// probe creates one Certificate in each cluster and returns how long until all were Ready.
+func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	ctx := context.Background()
+	keys := map[*testbed.ControlPlane]client.ObjectKey{}
+	for _, cp := range clusters {
+		c := certificate(fmt.Sprintf("%s-%d", tag, time.Now().UnixNano()))
+		if err := cp.Client.Create(ctx, c); err != nil {
+			t.Fatalf("create probe in %s: %v", cp.Name, err)
+		}
+		keys[cp] = client.ObjectKeyFromObject(c)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		for cp, k := range keys {
+			c := &cmapi.Certificate{}
+			if err := cp.Client.Get(ctx, k, c); err != nil || !isReady(c) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("probe Certificates %s never became Ready", tag)
+	}
+	return time.Since(start)
+}
+
+func clustersHeldBy(t *testing.T, id string) []*testbed.ControlPlane {
+	t.Helper()
+	holders, err := fenceHolders(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*testbed.ControlPlane
+	for _, cp := range bed.Downstreams {
+		if holders[cp.Name] == id {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// busiest returns the running replica that holds the most fences.
+func busiest(t *testing.T, rs map[string]*replica) *replica {
+	t.Helper()
+	ids := make([]string, 0, len(rs))
+	for id := range rs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var best *replica
+	n := -1
+	for _, id := range ids {
+		if k := len(clustersHeldBy(t, id)); k > n {
+			best, n = rs[id], k
+		}
+	}
+	return best
+}
+
+// waitConverged waits until every cluster's fence is held by one of ids.
+func waitConverged(t *testing.T, ids map[string]*replica) map[string]string {
+	t.Helper()
+	var holders map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if holders, err = fenceHolders(ctx); err != nil {
+			return false, nil
+		}
+		for _, cp := range bed.Downstreams {
+			if ids[holders[cp.Name]] == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("fences never converged on running replicas: %v", holders)
+	}
+	return holders
+}
+
+func TestShardedReplicas(t *testing.T) {
+	ctx := context.Background()
+	for _, cp := range bed.Downstreams {
+		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit := startAuditor(t)
+
+	var mu sync.Mutex
+	running := map[string]*replica{}
+	killedAt := map[string]time.Time{}
+	liveSet := func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for id := range running {
+			out[id] = true
+		}
+		for id, at := range killedAt {
+			if time.Since(at) < leaseDuration+2*time.Second {
+				out[id] = true // its fences may stand until they expire
+			}
+		}
+		return out
+	}
+	snapshot := func() map[string]*replica {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]*replica{}
+		for k, v := range running {
+			out[k] = v
+		}
+		return out
+	}
+	for i := range 3 {
+		r := startReplica(t, fmt.Sprintf("replica-%d", i))
+		mu.Lock()
+		running[r.id] = r
+		mu.Unlock()
+	}
+	for _, r := range snapshot() {
+		r.waitReady(t)
+	}
+	sampler := sampleOwnership(t, liveSet)
+	holders := waitConverged(t, snapshot())
+	t.Logf("initial owners: %v", holders)
+
+	// A steady trickle of new Certificates across all clusters for the whole run.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := 0; loadCtx.Err() == nil; i++ {
+			cp := bed.Downstreams[i%len(bed.Downstreams)]
+			_ = cp.Client.Create(loadCtx, certificate(fmt.Sprintf("load-%04d", i)))
+			select {
+			case <-loadCtx.Done():
+			case <-time.After(150 * time.Millisecond):
+			}
+		}
+	}()
+	waitAllReady(t, 60*time.Second)
+
+	// SIGKILL: the victim's clusters must be served again once its fences
+	// expire, i.e. within the lease duration (+ 2 s for the retry and the write).
+	victim := busiest(t, snapshot())
+	lost := clustersHeldBy(t, victim.id)
+	mu.Lock()
+	delete(running, victim.id)
+	killedAt[victim.id] = time.Now()
+	mu.Unlock()
+	_ = victim.stop(t, syscall.SIGKILL)
+	took := probe(t, lost, "after-kill")
+	t.Logf("SIGKILL of %s (held %d clusters): its clusters served again after %s", victim.id, len(lost), took.Round(10*time.Millisecond))
+	if took > leaseDuration+2*time.Second {
+		t.Errorf("failover after SIGKILL took %s, want <= lease duration + 2s = %s", took, leaseDuration+2*time.Second)
+	}
+
+	// The killed replica comes back under the same identity and gets its share back.
+	back := startReplica(t, victim.id)
+	mu.Lock()
+	running[back.id] = back
+	mu.Unlock()
+	back.waitReady(t)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return len(clustersHeldBy(t, back.id)) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("restarted %s never got clusters back", back.id)
+	}
+	waitConverged(t, snapshot())
+
+	// SIGTERM: the replica hands its clusters over before it exits.
+	leaving := busiest(t, snapshot())
+	handed := clustersHeldBy(t, leaving.id)
+	mu.Lock()
+	delete(running, leaving.id)
+	mu.Unlock()
+	start := time.Now()
+	if err := leaving.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("%s exited with %v after SIGTERM, want a clean exit", leaving.id, err)
+	}
+	exited := time.Since(start)
+	took = probe(t, handed, "after-term") + exited
+	t.Logf("SIGTERM of %s (held %d clusters): exited after %s, clusters served again %s after the signal",
+		leaving.id, len(handed), exited.Round(10*time.Millisecond), took.Round(10*time.Millisecond))
+	if took > 2*time.Second+exited {
+		t.Errorf("handoff after SIGTERM took %s after exit, want <= 2s", took-exited)
+	}
+
+	stopLoad()
+	<-loadDone
+	waitAllReady(t, 60*time.Second)
+	samples, bad := sampler.finish()
+	for _, b := range bad {
+		t.Errorf("ownership sample: %s", b)
+	}
+	writes := audit.check(t)
+	t.Logf("ownership samples: %d; Secret writes audited: %d; writers per cluster: %s", samples, writes, audit.summary())
+	if writes == 0 {
+		t.Fatal("the audit saw no writes")
+	}
+}

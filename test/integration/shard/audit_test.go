@@ -42,8 +42,8 @@ func fenceHolders(ctx context.Context) (map[string]string, error) {
 // write is one observed version of a managed Secret downstream.
 type write struct {
 	cluster, secret, writer string
-	transition               int
-	rv                       string
+	transition              int
+	rv                      string
 }
 
 // auditor records every version of every certhub-managed Secret in every

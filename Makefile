@@ -59,9 +59,11 @@ test-integration: envtest ## Integration tests on real API servers (1 hub + 2 do
 .PHONY: test-e2e
 test-e2e: demo ## The demo flow with the built binary
 
+BENCH_FLAGS ?=
 .PHONY: bench
-bench: ## Benchmarks (print numbers; never part of test)
+bench: envtest ## Benchmarks: pki micro-benchmarks, then upstream vs certhub coordinator side by side (~15 min; prints tables, writes test/bench/results/*.json)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench $(BENCH_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## Run every Fuzz target for FUZZTIME each

@@ -150,7 +150,7 @@ func (c *Coordinator) Owns(name multicluster.ClusterName) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs := c.clusters[name]
-	f := c.fences[fenceKey(string(name), c.opts.Buckets)]
+	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held || now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
 		return "", false
 	}
@@ -248,7 +248,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.mu.Lock()
 	keys := map[string]bool{}
 	for name := range c.clusters {
-		keys[fenceKey(string(name), c.opts.Buckets)] = true
+		keys[FenceKey(string(name), c.opts.Buckets)] = true
 	}
 	var work []*fenceState
 	for k := range keys {
@@ -432,7 +432,7 @@ func (c *Coordinator) syncEngagements() {
 	c.mu.Lock()
 	awares := append([]multicluster.Aware(nil), c.awares...)
 	for name, cs := range c.clusters {
-		f := c.fences[fenceKey(string(name), c.opts.Buckets)]
+		f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 		held := f != nil && f.held
 		switch {
 		case held && cs.engCancel == nil && cs.ctx.Err() == nil:

@@ -44,8 +44,9 @@ func leaseName(prefix, key string) string {
 	return prefix + "-" + s + "-" + suffix
 }
 
-// fenceKey is the fence a cluster is guarded by: itself, or its bucket.
-func fenceKey(cluster string, buckets int) string {
+// FenceKey is the key of the fence that guards cluster: the cluster itself,
+// or with buckets > 0 its bucket "bucket-<n>" (n = xxhash64(cluster) mod buckets).
+func FenceKey(cluster string, buckets int) string {
 	if buckets <= 0 {
 		return cluster
 	}

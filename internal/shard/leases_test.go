@@ -30,13 +30,13 @@ func TestLeaseNamesAreValidAndDistinct(t *testing.T) {
 }
 
 func TestFenceKeyBuckets(t *testing.T) {
-	if fenceKey("east", 0) != "east" {
+	if FenceKey("east", 0) != "east" {
 		t.Errorf("per-cluster mode must use the cluster name")
 	}
 	buckets := map[string]bool{}
 	for _, c := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		k := fenceKey(c, 4)
-		if k != fenceKey(c, 4) {
+		k := FenceKey(c, 4)
+		if k != FenceKey(c, 4) {
 			t.Fatalf("bucket not stable for %q", c)
 		}
 		buckets[k] = true

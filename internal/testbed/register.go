@@ -35,26 +35,29 @@ var downstreamRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 }
 
-// SecretName is the name of the Argo CD cluster Secret for cp in the hub.
-func SecretName(cp *ControlPlane) string { return cp.Name }
-
 // Register creates certhub's ServiceAccount and RBAC in cp, mints a token and
-// writes (or replaces) cp's Argo CD cluster Secret in the hub's Argo namespace.
+// creates cp's Argo CD cluster Secret in the hub's Argo namespace.
 // It returns the Secret as written.
 func (b *Bed) Register(ctx context.Context, cp *ControlPlane) (*corev1.Secret, error) {
+	return b.RegisterAs(ctx, cp, cp.Name)
+}
+
+// RegisterAs is Register under another cluster name, so several registered
+// "clusters" can share one API server (benchmarks with many clusters).
+func (b *Bed) RegisterAs(ctx context.Context, cp *ControlPlane, clusterName string) (*corev1.Secret, error) {
 	token, err := b.ServiceAccountToken(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
 	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
-	s, err := inventory.NewSecret(b.opts.ArgoNamespace, SecretName(cp), cp.Name, cp.Server(), cc)
+	s, err := inventory.NewSecret(b.opts.ArgoNamespace, clusterName, clusterName, cp.Server(), cc)
 	if err != nil {
 		return nil, err
 	}
 	if err := b.Hub.Client.Create(ctx, s); err != nil {
-		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", cp.Name, err)
+		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", clusterName, err)
 	}
-	b.opts.Progress("registered %s (%s) as Argo CD cluster Secret %s/%s", cp.Name, cp.Server(), s.Namespace, s.Name)
+	b.opts.Progress("registered %s (%s) as Argo CD cluster Secret %s/%s", clusterName, cp.Server(), s.Namespace, s.Name)
 	return s, nil
 }
 

@@ -22,13 +22,20 @@ func build(t *testing.T, dir string) resmap.ResMap {
 }
 
 func TestHubOverlaysBuild(t *testing.T) {
-	for _, dir := range []string{"kustomize/base", "kustomize/overlays/dev"} {
+	for _, dir := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha"} {
 		t.Run(dir, func(t *testing.T) {
 			m := build(t, dir)
 			var deployments int
 			for _, r := range m.Resources() {
 				if r.GetKind() == "Deployment" {
 					deployments++
+					replicas, err := r.GetFieldValue("spec.replicas")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := map[bool]int{true: 3, false: 1}[dir == "kustomize/overlays/ha"]; replicas != want {
+						t.Errorf("%d replicas, want %d", replicas, want)
+					}
 					if r.GetNamespace() != "certhub" {
 						t.Errorf("Deployment in namespace %q, want certhub", r.GetNamespace())
 					}

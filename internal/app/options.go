@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	HealthProbeAddr string
 	// Identity names this replica in what it writes. Defaults to $POD_NAME, then the hostname.
 	Identity string
+	// IssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
+	IssuerRetryInterval time.Duration
 	// Coordinator picks who writes which cluster: CoordinatorCerthub (default), CoordinatorUpstream or CoordinatorNone.
 	Coordinator string
 	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
@@ -66,6 +69,7 @@ func NewOptions() *Options {
 		HealthProbeAddr:        DefaultHealthProbeAddr,
 		Identity:               os.Getenv("POD_NAME"),
 		Coordinator:            CoordinatorCerthub,
+		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -88,6 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
+	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
 	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")

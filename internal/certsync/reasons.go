@@ -10,7 +10,28 @@ const (
 	// ReasonIssued: a new certificate was written (Event).
 	ReasonIssued = "Issued"
 	// ReasonInvalidSpec: the Certificate spec cannot be turned into a certificate.
+	// The Invalid* reasons below narrow it down by field; the message lists every field error.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidNames: commonName, dnsNames, ipAddresses, uris, emailAddresses or otherNames (or none at all).
+	ReasonInvalidNames = "InvalidNames"
+	// ReasonInvalidSubject: subject / literalSubject.
+	ReasonInvalidSubject = "InvalidSubject"
+	// ReasonInvalidLifetime: duration, renewBefore, renewBeforePercentage, renewal.
+	ReasonInvalidLifetime = "InvalidLifetime"
+	// ReasonInvalidPrivateKey: privateKey algorithm, size, encoding or rotationPolicy.
+	ReasonInvalidPrivateKey = "InvalidPrivateKey"
+	// ReasonInvalidUsages: an unknown key usage.
+	ReasonInvalidUsages = "InvalidUsages"
+	// ReasonInvalidKeystores: keystores without (or with two) passwords, or an unknown profile.
+	ReasonInvalidKeystores = "InvalidKeystores"
+	// ReasonInvalidOutputFormats: an unknown additionalOutputFormats type.
+	ReasonInvalidOutputFormats = "InvalidOutputFormats"
+	// ReasonInvalidSecretName: secretName, or secretTemplate trying to set cert-manager.io annotations.
+	ReasonInvalidSecretName = "InvalidSecretName"
+	// ReasonInvalidIssuerRef: issuerRef without a name.
+	ReasonInvalidIssuerRef = "InvalidIssuerRef"
+	// ReasonKeystorePasswordNotFound: the keystore password Secret or key does not exist downstream.
+	ReasonKeystorePasswordNotFound = "KeystorePasswordSecretNotFound"
 	// ReasonSecretNotOwned: the target Secret exists and was not written by certhub.
 	ReasonSecretNotOwned = "SecretNotOwned"
 	// ReasonIssuanceFailed: signing or writing failed; retried with backoff.

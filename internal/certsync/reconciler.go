@@ -45,7 +45,7 @@ const (
 
 // IssuerResolver finds the Issuer for a Certificate's issuerRef. *issuance.Resolver implements it.
 type IssuerResolver interface {
-	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string) (issuance.Issuer, error)
+	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuance.Issuer, error)
 }
 
 // Ownership says whether this replica may write to a cluster now, and the
@@ -187,6 +187,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		log.V(1).Info("skipping: cluster not owned by this replica")
 		return reconcile.Result{}, nil // the owner reconciles it
 	}
+	if err := validateSpec(crt); err != nil {
+		se := err.(*specError)
+		return reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
+	}
 
 	secret, foreign, err := r.getSecret(ctx, cl, crt)
 	if err != nil {
@@ -197,13 +201,98 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonSecretNotOwned, msg)
 	}
 
+	pw, err := r.keystorePasswords(ctx, t)
+	if err != nil {
+		var nf *passwordError
+		if errors.As(err, &nf) {
+			return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ReasonKeystorePasswordNotFound, nf.Error())
+		}
+		return reconcile.Result{}, err
+	}
+
 	now := r.opts.clock.Now()
 	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
 	if !reissue {
+		if err := r.repairSecret(ctx, t, secret, pw); err != nil {
+			return reconcile.Result{}, err
+		}
 		return r.setReady(ctx, t, st.cert, 0)
 	}
 	log.Info("issuing certificate", "reason", reason, "message", message)
-	return r.issue(ctx, t, secret, st)
+	return r.issue(ctx, t, secret, st, pw)
+}
+
+// passwordError: a keystore password Secret or key is missing downstream.
+type passwordError struct{ msg string }
+
+func (e *passwordError) Error() string { return e.msg }
+
+// keystorePasswords resolves the keystore passwords: a literal, or a key of a
+// Secret in the Certificate's namespace (read live: it is the user's Secret,
+// not in the managed-Secret cache).
+func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (keystorePasswords, error) {
+	var pw keystorePasswords
+	ks := t.crt.Spec.Keystores
+	if ks == nil {
+		return pw, nil
+	}
+	get := func(kind string, ref cmmeta.SecretKeySelector, literal *string) (string, error) {
+		if literal != nil {
+			return *literal, nil
+		}
+		s := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: t.crt.Namespace, Name: ref.Name}
+		if err := t.cl.GetAPIReader().Get(ctx, key, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "", &passwordError{fmt.Sprintf("%s keystore password Secret %q not found", kind, ref.Name)}
+			}
+			return "", fmt.Errorf("failed to get %s keystore password Secret %s: %w", kind, key, err)
+		}
+		if len(s.Data[ref.Key]) == 0 {
+			return "", &passwordError{fmt.Sprintf("%s keystore password Secret %q contains no data for key %q", kind, ref.Name, ref.Key)}
+		}
+		return string(s.Data[ref.Key]), nil
+	}
+	var err error
+	if ks.PKCS12 != nil && ks.PKCS12.Create {
+		if pw.pkcs12, err = get("PKCS12", ks.PKCS12.PasswordSecretRef, ks.PKCS12.Password); err != nil {
+			return pw, err
+		}
+	}
+	if ks.JKS != nil && ks.JKS.Create {
+		if pw.jks, err = get("JKS", ks.JKS.PasswordSecretRef, ks.JKS.Password); err != nil {
+			return pw, err
+		}
+	}
+	return pw, nil
+}
+
+// repairSecret re-applies a Secret whose certificate is still good but whose
+// metadata or extra outputs no longer match the spec (secretTemplate,
+// additionalOutputFormats, keystores changed, or someone edited them), like
+// cert-manager's post-issuance policies: no new certificate is issued.
+func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secret, pw keystorePasswords) error {
+	d := secretData{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data[cmmeta.TLSCAKey]}
+	cert, err := pki.DecodeX509CertificateBytes(d.certPEM)
+	if err != nil {
+		return nil // the trigger chain already judged the data; nothing to repair
+	}
+	d.cert = cert
+	extra, err := extraData(t.crt, pw, d.certPEM, d.keyPEM, d.caPEM)
+	if err != nil {
+		return err
+	}
+	d.extra = extra
+	want, err := secretApply(t.crt, d, "")
+	if err != nil {
+		return err
+	}
+	if why := secretDrift(want, s); why == "" {
+		return nil
+	} else {
+		logr.FromContextOrDiscard(ctx).Info("repairing Secret without reissuing", "drift", why)
+	}
+	return r.applySecret(ctx, t, s, d)
 }
 
 // getSecret returns the target Secret, or nil when it does not exist. foreign
@@ -229,9 +318,9 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	return s, s.Labels[ManagedLabel] != ManagedValue, nil
 }
 
-func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState) (reconcile.Result, error) {
+func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords) (reconcile.Result, error) {
 	crt := t.crt
-	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace)
+	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
 	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
 	}
@@ -255,7 +344,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
-	tmpl, err := pki.CertificateTemplateFromCertificate(crt)
+	tmpl, err := certificateTemplate(crt)
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
 	}
@@ -268,25 +357,38 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		return reconcile.Result{}, fmt.Errorf("failed to decode signed certificate: %w", err)
 	}
 
-	secretType := corev1.SecretTypeTLS
-	if existing != nil && existing.Type != "" {
-		secretType = existing.Type // the type of an existing Secret is immutable
+	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}
+	if d.extra, err = extraData(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
 	}
-	writer, err := r.stamp(t)
-	if err != nil {
-		return reconcile.Result{}, nil // ownership moved while signing; the new owner issues
-	}
-	ac, err := secretApply(crt, secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}, writer)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	ac.WithType(secretType)
-	if err := t.cl.GetClient().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		err = fmt.Errorf("failed to apply Secret %s/%s: %w", crt.Namespace, crt.Spec.SecretName, err)
+	if err := r.applySecret(ctx, t, existing, d); err != nil {
+		if errors.Is(err, errNotOwner) {
+			return reconcile.Result{}, nil // ownership moved while signing; the new owner issues
+		}
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
 	}
 	t.rec.Eventf(crt, nil, corev1.EventTypeNormal, ReasonIssuing, "Issue", "The certificate has been successfully issued")
 	return r.setReady(ctx, t, cert, 1)
+}
+
+// applySecret writes the Secret with server-side apply, stamped with this
+// replica's ownership; existing (may be nil) decides the immutable type.
+func (r *reconciler) applySecret(ctx context.Context, t *target, existing *corev1.Secret, d secretData) error {
+	writer, err := r.stamp(t)
+	if err != nil {
+		return err
+	}
+	ac, err := secretApply(t.crt, d, writer)
+	if err != nil {
+		return err
+	}
+	if existing != nil && existing.Type != "" {
+		ac.WithType(existing.Type) // the type of an existing Secret is immutable
+	}
+	if err := t.cl.GetClient().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("failed to apply Secret %s/%s: %w", t.crt.Namespace, t.crt.Spec.SecretName, err)
+	}
+	return nil
 }
 
 // setReady records a valid certificate in the status: Ready=True, the

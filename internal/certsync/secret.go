@@ -1,6 +1,7 @@
 package certsync
 
 import (
+	"bytes"
 	"crypto/x509"
 	"fmt"
 
@@ -16,6 +17,8 @@ import (
 type secretData struct {
 	certPEM, keyPEM, caPEM []byte
 	cert                   *x509.Certificate
+	// extra holds additionalOutputFormats and keystore keys (extraData).
+	extra map[string][]byte
 }
 
 // secretApply builds the TLS Secret as cert-manager's issuing controller
@@ -45,14 +48,18 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	annotations[cmapi.IssuerNameAnnotationKey] = ref.Name
 	annotations[cmapi.IssuerKindAnnotationKey] = issuerKind(ref)
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
-	annotations[WriterAnnotation] = writer
+	if writer != "" {
+		annotations[WriterAnnotation] = writer
+	}
 	labels[cmapi.PartOfCertManagerControllerLabelKey] = "true"
 	labels[ManagedLabel] = ManagedValue
 
-	data := map[string][]byte{
-		corev1.TLSCertKey:       d.certPEM,
-		corev1.TLSPrivateKeyKey: d.keyPEM,
+	data := map[string][]byte{}
+	for k, v := range d.extra {
+		data[k] = v
 	}
+	data[corev1.TLSCertKey] = d.certPEM
+	data[corev1.TLSPrivateKeyKey] = d.keyPEM
 	if len(d.caPEM) > 0 {
 		data[cmmeta.TLSCAKey] = d.caPEM
 	}
@@ -102,4 +109,38 @@ func annotationsForCertificate(c *x509.Certificate) (map[string]string, error) {
 		return nil, fmt.Errorf("failed to encode certificate annotations: %w", encErr)
 	}
 	return out, nil
+}
+
+// keystoreKeys are compared by presence only: their encoding is salted, so
+// the bytes change on every encoding.
+var keystoreKeys = map[string]bool{
+	cmapi.PKCS12SecretKey: true, cmapi.PKCS12TruststoreKey: true, cmapi.JKSSecretKey: true, cmapi.JKSTruststoreKey: true,
+}
+
+// secretDrift says how s differs from the applied configuration want (labels,
+// annotations and data certhub sets, and data keys it no longer should), or
+// "" when it does not. The writer stamp is not compared.
+func secretDrift(want *corev1ac.SecretApplyConfiguration, s *corev1.Secret) string {
+	for k, v := range want.Labels {
+		if s.Labels[k] != v {
+			return "label " + k
+		}
+	}
+	for k, v := range want.Annotations {
+		if s.Annotations[k] != v {
+			return "annotation " + k
+		}
+	}
+	for k, v := range want.Data {
+		got, ok := s.Data[k]
+		if !ok || (!keystoreKeys[k] && !bytes.Equal(got, v)) {
+			return "data " + k
+		}
+	}
+	for k := range s.Data {
+		if _, ok := want.Data[k]; !ok && (keystoreKeys[k] || k == cmapi.CertificateOutputFormatDERKey || k == cmapi.CertificateOutputFormatCombinedPEMKey) {
+			return "data " + k + " no longer requested"
+		}
+	}
+	return ""
 }

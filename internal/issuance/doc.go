@@ -11,9 +11,11 @@
 //     (IssuerNotFound, IssuerNotReady, IssuerNotSupported).
 //   - Issuer.Sign is safe for concurrent use and never writes to any API
 //     server: callers decide where the result goes.
-//   - Supported kinds: ClusterIssuer with spec.selfSigned or spec.ca. The CA
-//     key pair is read from a kubernetes.io/tls Secret in the hub's
-//     cluster-resource namespace (Options.Namespace), as cert-manager does.
+//   - Supported kinds: ClusterIssuer (in the hub) and Issuer (in the
+//     downstream Certificate's namespace, for parity), each with spec.selfSigned
+//     or spec.ca. A ClusterIssuer's CA key pair is read from a kubernetes.io/tls
+//     Secret in the hub's cluster-resource namespace (Options.Namespace); an
+//     Issuer's from its own namespace downstream, as cert-manager does.
 //
 // All x509 work is done by cert-manager's pkg/util/pki.
 package issuance

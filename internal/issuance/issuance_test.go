@@ -90,8 +90,9 @@ func TestResolveErrorsCarryReasons(t *testing.T) {
 		reason string
 	}{
 		{"missing ClusterIssuer", ref(cmapi.ClusterIssuerKind, "nope"), ReasonIssuerNotFound},
-		{"namespaced Issuer", ref(cmapi.IssuerKind, "x"), ReasonIssuerNotSupported},
+		{"namespaced Issuer without a downstream reader", ref(cmapi.IssuerKind, "x"), ReasonIssuerNotSupported},
 		{"default kind is Issuer", cmmeta.IssuerReference{Name: "x"}, ReasonIssuerNotSupported},
+		{"unknown kind", cmmeta.IssuerReference{Name: "x", Kind: "Vault"}, ReasonIssuerNotSupported},
 		{"foreign group", cmmeta.IssuerReference{Name: "x", Kind: "Thing", Group: "example.com"}, ReasonIssuerNotSupported},
 		{"CA Secret missing", ref(cmapi.ClusterIssuerKind, "no-secret"), ReasonIssuerNotReady},
 		{"CA certificate is not a CA", ref(cmapi.ClusterIssuerKind, "not-a-ca"), ReasonIssuerNotReady},
@@ -100,7 +101,7 @@ func TestResolveErrorsCarryReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := r.Resolve(context.Background(), tt.ref, "default")
+			_, err := r.Resolve(context.Background(), tt.ref, "default", nil)
 			var ie *Error
 			if !errors.As(err, &ie) || ie.Reason != tt.reason {
 				t.Fatalf("err = %v, want *Error with reason %s", err, tt.reason)
@@ -122,7 +123,7 @@ func template(t *testing.T, dns string) (*x509.Certificate, *cmapi.Certificate) 
 func TestCAIssuerSignsAChainThatVerifies(t *testing.T) {
 	caPEM, caKey := keyPair(t, true)
 	r := resolver(t, caIssuer("ca", "ca-kp"), tlsSecret("ca-kp", caPEM, caKey))
-	iss, err := r.Resolve(context.Background(), ref(cmapi.ClusterIssuerKind, "ca"), "default")
+	iss, err := r.Resolve(context.Background(), ref(cmapi.ClusterIssuerKind, "ca"), "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestCAIssuerSignsAChainThatVerifies(t *testing.T) {
 func TestSelfSignedIsItsOwnCA(t *testing.T) {
 	r := resolver(t, &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "ss"},
 		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}})
-	iss, err := r.Resolve(context.Background(), ref(cmapi.ClusterIssuerKind, "ss"), "default")
+	iss, err := r.Resolve(context.Background(), ref(cmapi.ClusterIssuerKind, "ss"), "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

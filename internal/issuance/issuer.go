@@ -98,9 +98,12 @@ func New(opts Options) (*Resolver, error) {
 	return &Resolver{opts: opts}, nil
 }
 
-// Resolve returns the Issuer that ref names. namespace is the downstream
-// Certificate's namespace, used only for namespaced Issuer references.
-func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string) (Issuer, error) {
+// Resolve returns the Issuer that ref names. A ClusterIssuer is read from the
+// hub, with its CA key pair in Options.Namespace. A namespaced Issuer is read
+// from the downstream cluster (downstream, in the Certificate's namespace),
+// and so is its CA key pair: it lives where the Issuer lives, as with
+// cert-manager.
+func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (Issuer, error) {
 	if ref.Group != "" && ref.Group != "cert-manager.io" {
 		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer group %q is not supported, only cert-manager.io", ref.Group)}
 	}
@@ -108,37 +111,50 @@ func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, name
 	if kind == "" {
 		kind = cmapi.IssuerKind // cert-manager's default
 	}
-	if kind != cmapi.ClusterIssuerKind {
-		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer kind %q (namespace %s) is not supported yet; use a ClusterIssuer in the hub", kind, namespace)}
-	}
-
-	ci := &cmapi.ClusterIssuer{}
-	if err := r.opts.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, ci); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, &Error{Reason: ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %q not found in the hub", ref.Name)}
+	switch kind {
+	case cmapi.ClusterIssuerKind:
+		ci := &cmapi.ClusterIssuer{}
+		if err := r.opts.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, ci); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &Error{Reason: ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %q not found in the hub", ref.Name)}
+			}
+			return nil, fmt.Errorf("failed to get ClusterIssuer %q: %w", ref.Name, err)
 		}
-		return nil, fmt.Errorf("failed to get ClusterIssuer %q: %w", ref.Name, err)
+		return r.forSpec(ctx, "ClusterIssuer "+ref.Name, &ci.Spec, r.opts.Client, r.opts.Namespace)
+	case cmapi.IssuerKind:
+		if downstream == nil {
+			return nil, &Error{Reason: ReasonIssuerNotSupported, Message: "namespaced Issuers need the downstream cluster"}
+		}
+		iss := &cmapi.Issuer{}
+		if err := downstream.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, iss); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &Error{Reason: ReasonIssuerNotFound, Message: fmt.Sprintf("Issuer %s/%s not found in the downstream cluster", namespace, ref.Name)}
+			}
+			return nil, fmt.Errorf("failed to get Issuer %s/%s: %w", namespace, ref.Name, err)
+		}
+		return r.forSpec(ctx, fmt.Sprintf("Issuer %s/%s", namespace, ref.Name), &iss.Spec, downstream, namespace)
+	default:
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer kind %q is not supported; use ClusterIssuer (in the hub) or Issuer", kind)}
 	}
-	return r.forSpec(ctx, "ClusterIssuer "+ref.Name, &ci.Spec)
 }
 
-func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerSpec) (Issuer, error) {
+// forSpec builds the signer; CA key pairs are read with secrets from secretNS.
+func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerSpec, secrets client.Reader, secretNS string) (Issuer, error) {
 	switch {
 	case spec.SelfSigned != nil:
 		return selfSigned{}, nil
 	case spec.CA != nil:
-		return r.loadCA(ctx, what, spec.CA.SecretName)
+		return loadCA(ctx, what, secrets, client.ObjectKey{Namespace: secretNS, Name: spec.CA.SecretName})
 	default:
 		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " has no selfSigned or ca configuration; other issuer types are not supported yet"}
 	}
 }
 
-func (r *Resolver) loadCA(ctx context.Context, what, secretName string) (Issuer, error) {
+func loadCA(ctx context.Context, what string, secrets client.Reader, key client.ObjectKey) (Issuer, error) {
 	s := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: r.opts.Namespace, Name: secretName}
-	if err := r.opts.Client.Get(ctx, key, s); err != nil {
+	if err := secrets.Get(ctx, key, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &Error{Reason: ReasonIssuerNotReady, Message: fmt.Sprintf("%s: CA Secret %s not found in the hub", what, key)}
+			return nil, &Error{Reason: ReasonIssuerNotReady, Message: fmt.Sprintf("%s: CA Secret %s not found", what, key)}
 		}
 		return nil, fmt.Errorf("failed to get CA Secret %s: %w", key, err)
 	}

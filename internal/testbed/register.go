@@ -31,6 +31,7 @@ const (
 var downstreamRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates/status"}, Verbs: []string{"get", "update", "patch"}},
+	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"issuers"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 }

@@ -1,0 +1,22 @@
+package certsync
+
+import (
+	"crypto/x509"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+)
+
+// ValidateSpec exposes validateSpec to the external tests: the reason and the
+// error, or "" and nil.
+func ValidateSpec(crt *cmapi.Certificate) (string, error) {
+	err := validateSpec(crt)
+	if se, ok := err.(*specError); ok {
+		return se.reason, se
+	}
+	return "", err
+}
+
+// CertificateTemplate exposes certificateTemplate to the external tests.
+func CertificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
+	return certificateTemplate(crt)
+}

@@ -1,0 +1,35 @@
+package certsync
+
+import (
+	"crypto/x509"
+	"fmt"
+
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+)
+
+// certificateTemplate is pki.CertificateTemplateFromCertificate with the
+// fields cert-manager puts behind feature gates (literalSubject, otherNames,
+// nameConstraints) switched on when the spec uses them: the hub validated
+// them, and a downstream user cannot flip cert-manager's gates.
+func certificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
+	csr, err := pki.GenerateCSR(crt,
+		pki.WithUseLiteralSubject(crt.Spec.LiteralSubject != ""),
+		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0),
+		pki.WithNameConstraints(crt.Spec.NameConstraints != nil),
+		pki.WithEncodeBasicConstraintsInRequest(crt.Spec.IsCA),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build request from spec: %w", err)
+	}
+	keyUsage, extKeyUsage, err := pki.KeyUsagesForCertificateOrCertificateRequest(crt.Spec.Usages, crt.Spec.IsCA)
+	if err != nil {
+		return nil, err
+	}
+	return pki.CertificateTemplateFromCSR(csr,
+		pki.CertificateTemplateOverrideDuration(apiutil.DefaultCertDuration(crt.Spec.Duration)),
+		pki.CertificateTemplateValidateAndOverrideBasicConstraints(crt.Spec.IsCA, nil),
+		pki.CertificateTemplateValidateAndOverrideKeyUsages(keyUsage, extKeyUsage),
+	)
+}

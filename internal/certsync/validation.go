@@ -1,0 +1,276 @@
+package certsync
+
+import (
+	"fmt"
+	"net"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Limits from cert-manager's API (pkg/apis/certmanager/v1).
+const (
+	minDuration    = time.Hour
+	minRenewBefore = 5 * time.Minute
+	maxCommonName  = 64
+)
+
+// specError is why a Certificate spec cannot be issued: the reason of the
+// first invalid field and every field error, as cert-manager's webhook would
+// have reported them. Downstream clusters run no cert-manager webhook and the
+// CRD has no validation rules, so the hub validates.
+type specError struct {
+	reason string
+	errs   field.ErrorList
+}
+
+func (e *specError) Error() string { return e.errs.ToAggregate().Error() }
+
+// reasonFor maps a field path to the condition reason users see.
+func reasonFor(path string) string {
+	for _, r := range []struct{ prefix, reason string }{
+		{"spec.secretName", ReasonInvalidSecretName},
+		{"spec.secretTemplate", ReasonInvalidSecretName},
+		{"spec.issuerRef", ReasonInvalidIssuerRef},
+		{"spec.subject", ReasonInvalidSubject},
+		{"spec.literalSubject", ReasonInvalidSubject},
+		{"spec.duration", ReasonInvalidLifetime},
+		{"spec.renewBefore", ReasonInvalidLifetime},
+		{"spec.renewal", ReasonInvalidLifetime},
+		{"spec.privateKey", ReasonInvalidPrivateKey},
+		{"spec.usages", ReasonInvalidUsages},
+		{"spec.keystores", ReasonInvalidKeystores},
+		{"spec.additionalOutputFormats", ReasonInvalidOutputFormats},
+		{"spec.revisionHistoryLimit", ReasonInvalidSpec},
+		{"spec.nameConstraints", ReasonInvalidSpec},
+	} {
+		if strings.HasPrefix(path, r.prefix) {
+			return r.reason
+		}
+	}
+	return ReasonInvalidNames // commonName, dnsNames, ipAddresses, uris, emailAddresses, otherNames, "no names"
+}
+
+var knownUsages = map[cmapi.KeyUsage]bool{
+	cmapi.UsageSigning: true, cmapi.UsageDigitalSignature: true, cmapi.UsageContentCommitment: true,
+	cmapi.UsageKeyEncipherment: true, cmapi.UsageKeyAgreement: true, cmapi.UsageDataEncipherment: true,
+	cmapi.UsageCertSign: true, cmapi.UsageCRLSign: true, cmapi.UsageEncipherOnly: true, cmapi.UsageDecipherOnly: true,
+	cmapi.UsageAny: true, cmapi.UsageServerAuth: true, cmapi.UsageClientAuth: true, cmapi.UsageCodeSigning: true,
+	cmapi.UsageEmailProtection: true, cmapi.UsageSMIME: true, cmapi.UsageIPsecEndSystem: true,
+	cmapi.UsageIPsecTunnel: true, cmapi.UsageIPsecUser: true, cmapi.UsageTimestamping: true,
+	cmapi.UsageOCSPSigning: true, cmapi.UsageMicrosoftSGC: true, cmapi.UsageNetscapeSGC: true,
+}
+
+// validateSpec mirrors cert-manager's webhook validation of a Certificate
+// (internal/apis/certmanager/validation, not importable). It returns nil or a
+// *specError.
+func validateSpec(crt *cmapi.Certificate) error {
+	s := crt.Spec
+	p := field.NewPath("spec")
+	var el field.ErrorList
+
+	if s.SecretName == "" {
+		el = append(el, field.Required(p.Child("secretName"), "must be specified"))
+	} else if msgs := validation.IsDNS1123Subdomain(s.SecretName); len(msgs) > 0 {
+		el = append(el, field.Invalid(p.Child("secretName"), s.SecretName, strings.Join(msgs, "; ")))
+	}
+	if t := s.SecretTemplate; t != nil {
+		for k := range t.Annotations {
+			if strings.HasPrefix(k, "cert-manager.io/") {
+				el = append(el, field.Invalid(p.Child("secretTemplate", "annotations"), k, "cert-manager.io/* annotations are not allowed"))
+			}
+		}
+	}
+	if s.IssuerRef.Name == "" {
+		el = append(el, field.Required(p.Child("issuerRef", "name"), "must be specified"))
+	}
+
+	commonName := s.CommonName
+	if s.LiteralSubject != "" {
+		if s.CommonName != "" {
+			el = append(el, field.Invalid(p.Child("commonName"), s.CommonName, "When providing a `LiteralSubject` no `commonName` may be provided."))
+		}
+		if s.Subject != nil {
+			el = append(el, field.Invalid(p.Child("subject"), "...", "When providing a `LiteralSubject` no `Subject` properties may be provided."))
+		}
+		rdns, err := pki.UnmarshalSubjectStringToRDNSequence(s.LiteralSubject)
+		if err != nil {
+			el = append(el, field.Invalid(p.Child("literalSubject"), s.LiteralSubject, err.Error()))
+		} else {
+			commonName = pki.ExtractCommonNameFromRDNSequence(rdns)
+		}
+	}
+	if commonName == "" && len(s.DNSNames) == 0 && len(s.URIs) == 0 && len(s.EmailAddresses) == 0 &&
+		len(s.IPAddresses) == 0 && len(s.OtherNames) == 0 {
+		el = append(el, field.Invalid(p, "", "at least one of commonName (from the commonName field or from a literalSubject), dnsNames, emailAddresses, ipAddresses, otherNames, or uris must be set"))
+	}
+	if len(commonName) > maxCommonName {
+		el = append(el, field.TooLong(p.Child("commonName"), commonName, maxCommonName))
+	}
+	for i, d := range s.DNSNames {
+		if d == "" {
+			el = append(el, field.Invalid(p.Child("dnsNames").Index(i), d, "must not be empty"))
+		}
+	}
+	for i, ip := range s.IPAddresses {
+		if net.ParseIP(ip) == nil {
+			el = append(el, field.Invalid(p.Child("ipAddresses").Index(i), ip, "invalid IP address"))
+		}
+	}
+	for i, u := range s.URIs {
+		if pu, err := url.Parse(u); err != nil || pu.Scheme == "" {
+			el = append(el, field.Invalid(p.Child("uris").Index(i), u, "invalid URI: must be absolute"))
+		}
+	}
+	for i, e := range s.EmailAddresses {
+		a, err := mail.ParseAddress(e)
+		if err != nil {
+			el = append(el, field.Invalid(p.Child("emailAddresses").Index(i), e, fmt.Sprintf("invalid email address: %s", err)))
+		} else if a.Address != e {
+			el = append(el, field.Invalid(p.Child("emailAddresses").Index(i), e, "invalid email address: make sure the supplied value only contains the email address itself"))
+		}
+	}
+	for i, on := range s.OtherNames {
+		if on.OID == "" {
+			el = append(el, field.Required(p.Child("otherNames").Index(i).Child("oid"), "must be specified"))
+		} else if _, err := pki.ParseObjectIdentifier(on.OID); err != nil {
+			el = append(el, field.Invalid(p.Child("otherNames").Index(i).Child("oid"), on.OID, "invalid oid syntax"))
+		}
+		if on.UTF8Value == "" {
+			el = append(el, field.Required(p.Child("otherNames").Index(i).Child("utf8Value"), "must be set to a valid non-empty UTF8 string"))
+		}
+	}
+
+	el = append(el, validateLifetime(crt, p)...)
+	el = append(el, validatePrivateKey(crt, p)...)
+	for i, u := range s.Usages {
+		if !knownUsages[u] {
+			el = append(el, field.Invalid(p.Child("usages").Index(i), u, "unknown keyusage"))
+		}
+	}
+	if s.RevisionHistoryLimit != nil && *s.RevisionHistoryLimit < 1 {
+		el = append(el, field.Invalid(p.Child("revisionHistoryLimit"), *s.RevisionHistoryLimit, "must not be less than 1"))
+	}
+	for i, f := range s.AdditionalOutputFormats {
+		if f.Type != cmapi.CertificateOutputFormatDER && f.Type != cmapi.CertificateOutputFormatCombinedPEM {
+			el = append(el, field.NotSupported(p.Child("additionalOutputFormats").Index(i).Child("type"), f.Type, []string{"DER", "CombinedPEM"}))
+		}
+	}
+	if nc := s.NameConstraints; nc != nil {
+		if !s.IsCA {
+			el = append(el, field.Invalid(p.Child("nameConstraints"), "...", "isCA should be true when nameConstraints is set"))
+		}
+		if nc.Permitted == nil && nc.Excluded == nil {
+			el = append(el, field.Invalid(p.Child("nameConstraints"), "...", "either permitted or excluded must be set"))
+		}
+	}
+	el = append(el, validateKeystores(crt, p)...)
+
+	if len(el) == 0 {
+		return nil
+	}
+	return &specError{reason: reasonFor(el[0].Field), errs: el}
+}
+
+func validateLifetime(crt *cmapi.Certificate, p *field.Path) field.ErrorList {
+	var el field.ErrorList
+	s := crt.Spec
+	duration := cmapi.DefaultCertificateDuration
+	if s.Duration != nil {
+		duration = s.Duration.Duration
+	}
+	if duration < minDuration {
+		el = append(el, field.Invalid(p.Child("duration"), duration.String(), fmt.Sprintf("certificate duration must be greater than %s", minDuration)))
+	}
+	if s.RenewBefore != nil && s.RenewBeforePercentage != nil {
+		el = append(el, field.Invalid(p.Child("renewBefore"), s.RenewBefore.Duration.String(), "renewBefore and renewBeforePercentage are mutually exclusive and cannot both be set"))
+	}
+	if s.RenewBefore != nil {
+		if s.RenewBefore.Duration < minRenewBefore {
+			el = append(el, field.Invalid(p.Child("renewBefore"), s.RenewBefore.Duration.String(), fmt.Sprintf("certificate renewBefore must be greater than %s", minRenewBefore)))
+		}
+		if duration <= s.RenewBefore.Duration {
+			el = append(el, field.Invalid(p.Child("renewBefore"), s.RenewBefore.Duration.String(), fmt.Sprintf("certificate duration %s must be greater than renewBefore %s", duration, s.RenewBefore.Duration)))
+		}
+	}
+	if pct := s.RenewBeforePercentage; pct != nil {
+		rb := time.Duration(float64(duration) * float64(*pct) / 100)
+		switch {
+		case *pct <= 0 || *pct >= 100:
+			el = append(el, field.Invalid(p.Child("renewBeforePercentage"), *pct, "must be between 0 and 100, exclusive"))
+		case rb < minRenewBefore:
+			el = append(el, field.Invalid(p.Child("renewBeforePercentage"), *pct, fmt.Sprintf("certificate renewBeforePercentage must result in a renewBefore greater than %s", minRenewBefore)))
+		}
+	}
+	if r := s.Renewal; r != nil {
+		if r.Policy != "" && r.Policy != cmapi.CertificateRenewalPolicyRenewBefore && r.Policy != cmapi.CertificateRenewalPolicyDisabled {
+			el = append(el, field.NotSupported(p.Child("renewal", "policy"), r.Policy, []string{"RenewBefore", "Disabled"}))
+		}
+	}
+	return el
+}
+
+func validatePrivateKey(crt *cmapi.Certificate, p *field.Path) field.ErrorList {
+	pk := crt.Spec.PrivateKey
+	if pk == nil {
+		return nil
+	}
+	var el field.ErrorList
+	kp := p.Child("privateKey")
+	switch pk.Algorithm {
+	case "", cmapi.RSAKeyAlgorithm:
+		if pk.Size != 0 && (pk.Size < pki.MinRSAKeySize || pk.Size > pki.MaxRSAKeySize) {
+			el = append(el, field.Invalid(kp.Child("size"), pk.Size, fmt.Sprintf("must be between %d and %d for rsa keyAlgorithm", pki.MinRSAKeySize, pki.MaxRSAKeySize)))
+		}
+	case cmapi.ECDSAKeyAlgorithm:
+		if pk.Size != 0 && pk.Size != 256 && pk.Size != 384 && pk.Size != 521 {
+			el = append(el, field.NotSupported(kp.Child("size"), pk.Size, []string{"256", "384", "521"}))
+		}
+	case cmapi.Ed25519KeyAlgorithm:
+	default:
+		el = append(el, field.Invalid(kp.Child("algorithm"), pk.Algorithm, "must be either empty or one of RSA, ECDSA or Ed25519"))
+	}
+	if pk.Encoding != "" && pk.Encoding != cmapi.PKCS1 && pk.Encoding != cmapi.PKCS8 {
+		el = append(el, field.NotSupported(kp.Child("encoding"), pk.Encoding, []string{"PKCS1", "PKCS8"}))
+	}
+	if pk.RotationPolicy != "" && pk.RotationPolicy != cmapi.RotationPolicyNever && pk.RotationPolicy != cmapi.RotationPolicyAlways {
+		el = append(el, field.NotSupported(kp.Child("rotationPolicy"), pk.RotationPolicy, []string{"Never", "Always"}))
+	}
+	return el
+}
+
+func validateKeystores(crt *cmapi.Certificate, p *field.Path) field.ErrorList {
+	ks := crt.Spec.Keystores
+	if ks == nil {
+		return nil
+	}
+	var el field.ErrorList
+	check := func(name string, path *field.Path, ref string, pw *string) {
+		switch {
+		case ref != "" && pw != nil:
+			el = append(el, field.Forbidden(path, fmt.Sprintf("%s: only one of passwordSecretRef or password may be set", name)))
+		case ref == "" && pw == nil:
+			el = append(el, field.Forbidden(path, fmt.Sprintf("%s: one of passwordSecretRef or password must be set", name)))
+		case pw != nil && *pw == "":
+			el = append(el, field.Forbidden(path.Child("password"), fmt.Sprintf("%s: a literal password must not be empty", name)))
+		}
+	}
+	if j := ks.JKS; j != nil && j.Create {
+		check("JKS", p.Child("keystores", "jks"), j.PasswordSecretRef.Name, j.Password)
+	}
+	if k := ks.PKCS12; k != nil && k.Create {
+		check("PKCS#12", p.Child("keystores", "pkcs12"), k.PasswordSecretRef.Name, k.Password)
+		switch k.Profile {
+		case "", cmapi.LegacyRC2PKCS12Profile, cmapi.LegacyDESPKCS12Profile, cmapi.Modern2023PKCS12Profile, cmapi.Modern2026PKCS12Profile:
+		default:
+			el = append(el, field.NotSupported(p.Child("keystores", "pkcs12", "profile"), k.Profile, []string{"LegacyRC2", "LegacyDES", "Modern2023", "Modern2026"}))
+		}
+	}
+	return el
+}

@@ -1,0 +1,281 @@
+package issuance
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	jks "github.com/pavlo-v-chernykh/keystore-go/v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"software.sslmate.com/src/go-pkcs12"
+
+	"github.com/certhub/certhub/internal/testbed"
+)
+
+// issue creates crt in the first downstream cluster and returns it Ready
+// with its Secret and parsed leaf.
+func issue(t *testing.T, crt *cmapi.Certificate) (*cmapi.Certificate, *corev1.Secret, *x509.Certificate) {
+	t.Helper()
+	c := bed.Downstreams[0].Client
+	testbed.EnsureNamespace(t, c, crt.Namespace)
+	if err := c.Create(context.Background(), crt); err != nil {
+		t.Fatalf("create Certificate: %v", err)
+	}
+	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	s := testbed.GetSecret(t, c, got)
+	leaf, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
+	if err != nil {
+		t.Fatalf("decode tls.crt: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Errorf("certificate does not chain to the hub CA: %v", err)
+	}
+	if !bytes.Equal(s.Data[cmmeta.TLSCAKey], caPEM) {
+		t.Errorf("ca.crt is not the hub CA")
+	}
+	if !got.Status.NotAfter.Time.Equal(leaf.NotAfter) || !got.Status.NotBefore.Time.Equal(leaf.NotBefore) {
+		t.Errorf("status validity %v–%v, certificate %v–%v", got.Status.NotBefore, got.Status.NotAfter, leaf.NotBefore, leaf.NotAfter)
+	}
+	return got, s, leaf
+}
+
+func base(name string) *cmapi.Certificate { return testbed.ValidCertificate("fields", name, issuerName) }
+
+func TestNamesSubjectAndUsages(t *testing.T) {
+	crt := base("names")
+	crt.Spec.CommonName = "names.example.com"
+	crt.Spec.DNSNames = []string{"names.example.com", "*.names.example.com"}
+	crt.Spec.IPAddresses = []string{"10.1.2.3", "fd00::1"}
+	crt.Spec.URIs = []string{"spiffe://cluster.local/ns/fields/sa/names"}
+	crt.Spec.EmailAddresses = []string{"ops@example.com"}
+	crt.Spec.OtherNames = []cmapi.OtherName{{OID: "1.3.6.1.4.1.311.20.2.3", UTF8Value: "upn@example.com"}}
+	crt.Spec.Subject = &cmapi.X509Subject{
+		Organizations: []string{"Example Org"}, Countries: []string{"DE"}, OrganizationalUnits: []string{"Platform"},
+		Localities: []string{"Berlin"}, Provinces: []string{"Berlin"}, StreetAddresses: []string{"Main St 1"},
+		PostalCodes: []string{"10115"}, SerialNumber: "42",
+	}
+	crt.Spec.Duration = &metav1.Duration{Duration: 2 * time.Hour}
+	crt.Spec.Usages = []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment, cmapi.UsageServerAuth, cmapi.UsageClientAuth}
+	crt.Spec.SecretTemplate = &cmapi.CertificateSecretTemplate{Labels: map[string]string{"team": "platform"}, Annotations: map[string]string{"owner": "ops"}}
+	_, s, leaf := issue(t, crt)
+
+	if leaf.Subject.CommonName != "names.example.com" || !slices.Equal(leaf.DNSNames, crt.Spec.DNSNames) {
+		t.Errorf("CN %q DNS %v", leaf.Subject.CommonName, leaf.DNSNames)
+	}
+	if len(leaf.IPAddresses) != 2 || !leaf.IPAddresses[0].Equal(net.ParseIP("10.1.2.3")) || !leaf.IPAddresses[1].Equal(net.ParseIP("fd00::1")) {
+		t.Errorf("IPs %v", leaf.IPAddresses)
+	}
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != crt.Spec.URIs[0] || !slices.Equal(leaf.EmailAddresses, crt.Spec.EmailAddresses) {
+		t.Errorf("URIs %v emails %v", leaf.URIs, leaf.EmailAddresses)
+	}
+	if v := pki.FuzzyX509AltNamesMatchSpec(leaf, crt.Spec); len(v) > 0 {
+		t.Errorf("SANs (including otherNames) do not match the spec: %v", v)
+	}
+	sub := leaf.Subject
+	if !slices.Equal(sub.Organization, []string{"Example Org"}) || !slices.Equal(sub.Country, []string{"DE"}) ||
+		!slices.Equal(sub.OrganizationalUnit, []string{"Platform"}) || !slices.Equal(sub.Locality, []string{"Berlin"}) ||
+		!slices.Equal(sub.Province, []string{"Berlin"}) || !slices.Equal(sub.StreetAddress, []string{"Main St 1"}) ||
+		!slices.Equal(sub.PostalCode, []string{"10115"}) || sub.SerialNumber != "42" {
+		t.Errorf("subject %+v", sub)
+	}
+	if got := leaf.NotAfter.Sub(leaf.NotBefore); got != 2*time.Hour {
+		t.Errorf("validity %s, want 2h", got)
+	}
+	if leaf.KeyUsage != x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment ||
+		!slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("usages %v %v", leaf.KeyUsage, leaf.ExtKeyUsage)
+	}
+	if leaf.IsCA {
+		t.Errorf("leaf must not be a CA")
+	}
+	for k, v := range map[string]string{
+		cmapi.IPSANAnnotationKey: "10.1.2.3,fd00::1", cmapi.URISANAnnotationKey: crt.Spec.URIs[0], cmapi.EmailsAnnotationKey: "ops@example.com",
+		cmapi.SubjectOrganizationsAnnotationKey: "Example Org", cmapi.SubjectSerialNumberAnnotationKey: "42", "owner": "ops",
+	} {
+		if s.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, s.Annotations[k], v)
+		}
+	}
+	if s.Labels["team"] != "platform" {
+		t.Errorf("secretTemplate label missing")
+	}
+}
+
+func TestKeyTypesAndEncodings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pk      cmapi.CertificatePrivateKey
+		pemType string
+		check   func(any) bool
+	}{
+		{"rsa-2048-pkcs1", cmapi.CertificatePrivateKey{Algorithm: cmapi.RSAKeyAlgorithm, Size: 2048, Encoding: cmapi.PKCS1}, "RSA PRIVATE KEY",
+			func(k any) bool { r, ok := k.(*rsa.PrivateKey); return ok && r.N.BitLen() == 2048 }},
+		{"rsa-3072-pkcs8", cmapi.CertificatePrivateKey{Algorithm: cmapi.RSAKeyAlgorithm, Size: 3072, Encoding: cmapi.PKCS8}, "PRIVATE KEY",
+			func(k any) bool { r, ok := k.(*rsa.PrivateKey); return ok && r.N.BitLen() == 3072 }},
+		{"ecdsa-384-pkcs1", cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 384}, "EC PRIVATE KEY",
+			func(k any) bool { e, ok := k.(*ecdsa.PrivateKey); return ok && e.Curve == elliptic.P384() }},
+		{"ecdsa-521-pkcs8", cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 521, Encoding: cmapi.PKCS8}, "PRIVATE KEY",
+			func(k any) bool { e, ok := k.(*ecdsa.PrivateKey); return ok && e.Curve == elliptic.P521() }},
+		{"ed25519", cmapi.CertificatePrivateKey{Algorithm: cmapi.Ed25519KeyAlgorithm, Encoding: cmapi.PKCS8}, "PRIVATE KEY",
+			func(k any) bool { _, ok := k.(ed25519.PrivateKey); return ok }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crt := base(tc.name)
+			crt.Spec.PrivateKey = &tc.pk
+			_, s, leaf := issue(t, crt)
+			block, _ := pem.Decode(s.Data[corev1.TLSPrivateKeyKey])
+			if block == nil || block.Type != tc.pemType {
+				t.Fatalf("tls.key PEM type %v, want %q", block, tc.pemType)
+			}
+			key, err := pki.DecodePrivateKeyBytes(s.Data[corev1.TLSPrivateKeyKey])
+			if err != nil || !tc.check(key) {
+				t.Fatalf("key %T (err %v) does not match %+v", key, err, tc.pk)
+			}
+			if ok, _ := pki.PublicKeyMatchesCertificate(key.Public(), leaf); !ok {
+				t.Errorf("key does not match certificate")
+			}
+		})
+	}
+}
+
+func TestCAAndLiteralSubject(t *testing.T) {
+	crt := base("sub-ca")
+	crt.Spec.IsCA = true
+	crt.Spec.CommonName = ""
+	crt.Spec.DNSNames = nil
+	crt.Spec.LiteralSubject = "CN=Team Sub CA,OU=Platform,O=Example Org,C=DE"
+	_, _, leaf := issue(t, crt)
+	if !leaf.IsCA || !leaf.BasicConstraintsValid || leaf.KeyUsage&x509.KeyUsageCertSign == 0 {
+		t.Errorf("isCA not honoured: IsCA %v BasicConstraintsValid %v KeyUsage %v", leaf.IsCA, leaf.BasicConstraintsValid, leaf.KeyUsage)
+	}
+	if got := leaf.Subject.String(); got != "CN=Team Sub CA,OU=Platform,O=Example Org,C=DE" {
+		t.Errorf("literal subject = %q", got)
+	}
+}
+
+func TestKeystoresAndOutputFormats(t *testing.T) {
+	c := bed.Downstreams[0].Client
+	testbed.EnsureNamespace(t, c, "fields")
+	pwSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fields", Name: "p12-password"}, StringData: map[string]string{"pw": "s3cret"}}
+	if err := client.IgnoreAlreadyExists(c.Create(context.Background(), pwSecret)); err != nil {
+		t.Fatal(err)
+	}
+	crt := base("stores")
+	crt.Spec.Keystores = &cmapi.CertificateKeystores{
+		PKCS12: &cmapi.PKCS12Keystore{Create: true, Profile: cmapi.Modern2023PKCS12Profile,
+			PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "p12-password"}, Key: "pw"}},
+		JKS: &cmapi.JKSKeystore{Create: true, Password: ptr.To("changeit"), Alias: ptr.To("web")},
+	}
+	crt.Spec.AdditionalOutputFormats = []cmapi.CertificateAdditionalOutputFormat{{Type: cmapi.CertificateOutputFormatDER}, {Type: cmapi.CertificateOutputFormatCombinedPEM}}
+	_, s, leaf := issue(t, crt)
+
+	key, certs, _, err := pkcs12.DecodeChain(s.Data[cmapi.PKCS12SecretKey], "s3cret")
+	if err != nil || !certs.Equal(leaf) {
+		t.Errorf("keystore.p12 does not open with the Secret's password or holds another certificate: %v", err)
+	}
+	if _, ok := key.(*ecdsa.PrivateKey); !ok {
+		t.Errorf("keystore.p12 key is %T", key)
+	}
+	if trust, err := pkcs12.DecodeTrustStore(s.Data[cmapi.PKCS12TruststoreKey], "s3cret"); err != nil || len(trust) != 1 {
+		t.Errorf("truststore.p12: %v (%d certificates)", err, len(trust))
+	}
+	ks := jks.New()
+	if err := ks.Load(bytes.NewReader(s.Data[cmapi.JKSSecretKey]), []byte("changeit")); err != nil {
+		t.Fatalf("keystore.jks does not load with its password: %v", err)
+	}
+	entry, err := ks.GetPrivateKeyEntry("web", []byte("changeit"))
+	if err != nil || len(entry.CertificateChain) == 0 || !bytes.Equal(entry.CertificateChain[0].Content, leaf.Raw) {
+		t.Errorf("keystore.jks entry %q: %v", "web", err)
+	}
+	ts := jks.New()
+	if err := ts.Load(bytes.NewReader(s.Data[cmapi.JKSTruststoreKey]), []byte("changeit")); err != nil || !ts.IsTrustedCertificateEntry("ca") {
+		t.Errorf("truststore.jks: %v", err)
+	}
+	block, _ := pem.Decode(s.Data[corev1.TLSPrivateKeyKey])
+	if !bytes.Equal(s.Data[cmapi.CertificateOutputFormatDERKey], block.Bytes) {
+		t.Errorf("key.der is not the DER of tls.key")
+	}
+	combined := append(append(append([]byte{}, s.Data[corev1.TLSPrivateKeyKey]...), '\n'), s.Data[corev1.TLSCertKey]...)
+	if !bytes.Equal(s.Data[cmapi.CertificateOutputFormatCombinedPEMKey], combined) {
+		t.Errorf("tls-combined.pem is not key + certificate")
+	}
+}
+
+// A keystore whose password Secret is missing waits with a reason and is
+// issued once the Secret appears.
+func TestKeystorePasswordSecretAppearsLater(t *testing.T) {
+	c := bed.Downstreams[0].Client
+	testbed.EnsureNamespace(t, c, "fields")
+	crt := base("late-pw")
+	crt.Spec.Keystores = &cmapi.CertificateKeystores{PKCS12: &cmapi.PKCS12Keystore{Create: true,
+		PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "late-password"}, Key: "pw"}}}
+	if err := c.Create(context.Background(), crt); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/KeystorePasswordSecretNotFound", testbed.NotReadyWith("KeystorePasswordSecretNotFound"))
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fields", Name: "late-password"}, StringData: map[string]string{"pw": "later"}}
+	if err := c.Create(context.Background(), pw); err != nil {
+		t.Fatal(err)
+	}
+	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	if _, _, _, err := pkcs12.DecodeChain(testbed.GetSecret(t, c, got).Data[cmapi.PKCS12SecretKey], "later"); err != nil {
+		t.Errorf("keystore.p12 does not open with the late password: %v", err)
+	}
+}
+
+// A Go HTTPS server loaded from the downstream Secret is reached by a client
+// that trusts only the Secret's ca.crt.
+func TestTLSHandshake(t *testing.T) {
+	crt := base("handshake")
+	crt.Spec.DNSNames = []string{"localhost"}
+	crt.Spec.IPAddresses = []string{"127.0.0.1"}
+	_, s, _ := issue(t, crt)
+	pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatalf("tls.crt/tls.key do not form a key pair: %v", err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello over certhub TLS") }), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(s.Data[cmmeta.TLSCAKey]) {
+		t.Fatal("ca.crt holds no certificate")
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	for _, host := range []string{"localhost", "127.0.0.1"} {
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		resp, err := hc.Get("https://" + net.JoinHostPort(host, port))
+		if err != nil {
+			t.Fatalf("GET via %s: %v", host, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "hello over certhub TLS" {
+			t.Errorf("body %q", body)
+		}
+	}
+}

@@ -79,4 +79,3 @@ func GetSecret(t testing.TB, c client.Client, crt *cmapi.Certificate) *corev1.Se
 	}
 	return s
 }
-

@@ -59,7 +59,9 @@ func issue(t *testing.T, crt *cmapi.Certificate) (*cmapi.Certificate, *corev1.Se
 	return got, s, leaf
 }
 
-func base(name string) *cmapi.Certificate { return testbed.ValidCertificate("fields", name, issuerName) }
+func base(name string) *cmapi.Certificate {
+	return testbed.ValidCertificate("fields", name, issuerName)
+}
 
 func TestNamesSubjectAndUsages(t *testing.T) {
 	crt := base("names")

@@ -2,8 +2,8 @@ package issuance
 
 import (
 	"context"
-	"strings"
 	"crypto/x509"
+	"strings"
 	"testing"
 	"time"
 

@@ -61,8 +61,9 @@ test-e2e: demo ## The demo flow with the built binary
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: envtest ## Benchmarks: pki micro-benchmarks, then upstream vs certhub coordinator side by side (~15 min; prints tables, writes test/bench/results/*.json)
+bench: envtest ## Benchmarks: pki micro-benchmarks, issuance latency/throughput, upstream vs certhub coordinator side by side (~20 min; tables + test/bench/results/*.json)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench $(BENCH_FLAGS)
 
 .PHONY: fuzz

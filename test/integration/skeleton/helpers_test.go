@@ -6,30 +6,30 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
-	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/testbed"
 )
 
-// waitTimeout bounds every wait; issuance normally takes well under a second.
-const waitTimeout = 60 * time.Second
+var (
+	ensureNamespace = testbed.EnsureNamespace
+	readyCondition  = func(c *cmapi.Certificate) *cmapi.CertificateCondition {
+		return testbed.Condition(c, cmapi.CertificateConditionReady)
+	}
+	waitFor     = testbed.WaitFor
+	isReady     = testbed.IsReady
+	waitReady   = testbed.WaitReady
+	waitTimeout = testbed.WaitTimeout
+)
 
 func encodeCert(c *x509.Certificate) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-}
-
-func ensureNamespace(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := client.IgnoreAlreadyExists(c.Create(context.Background(), ns)); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
 }
 
 func newCertificate(ns, name string, dns ...string) *cmapi.Certificate {
@@ -42,41 +42,6 @@ func newCertificate(ns, name string, dns ...string) *cmapi.Certificate {
 			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
 		},
 	}
-}
-
-func readyCondition(crt *cmapi.Certificate) *cmapi.CertificateCondition {
-	for i, c := range crt.Status.Conditions {
-		if c.Type == cmapi.CertificateConditionReady {
-			return &crt.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// waitFor polls the Certificate until cond holds and returns it.
-func waitFor(t *testing.T, c client.Client, key client.ObjectKey, what string, cond func(*cmapi.Certificate) bool) *cmapi.Certificate {
-	t.Helper()
-	crt := &cmapi.Certificate{}
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, key, crt); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cond(crt), nil
-	})
-	if err != nil {
-		t.Fatalf("Certificate %s never became %s: %v; last status: %+v", key, what, err, crt.Status)
-	}
-	return crt
-}
-
-func isReady(crt *cmapi.Certificate) bool {
-	c := readyCondition(crt)
-	return c != nil && c.Status == cmmeta.ConditionTrue && c.ObservedGeneration == crt.Generation
-}
-
-func waitReady(t *testing.T, c client.Client, key client.ObjectKey) *cmapi.Certificate {
-	t.Helper()
-	return waitFor(t, c, key, "Ready", isReady)
 }
 
 // checkIssued asserts the Secret holds what cert-manager would have written

@@ -4,20 +4,27 @@
 //
 // Flow of one reconcile (cluster, namespace/name):
 //
-//	Certificate ──▶ gather (Secret from the label-selected cache, live read on a miss)
-//	            ──▶ ownership check (never overwrite a Secret certhub does not own)
-//	            ──▶ policy Chain: first Func that says "reissue" wins
-//	                  │ no                         │ yes
-//	                  ▼                            ▼
-//	          status Ready=True            resolve issuer in the hub ─▶ key ─▶ sign
-//	          requeue at renewalTime        ─▶ apply Secret (SSA, field manager certhub)
-//	                                        ─▶ status Ready=True, revision+1, Event
+//	Certificate ──▶ this replica owns the cluster? (Ownership; else skip)
+//	            ──▶ validate spec (the webhook downstream clusters lack)
+//	            ──▶ gather (Secret from the label-selected cache, live read on a miss)
+//	            ──▶ Secret ownership (never overwrite a Secret certhub did not write)
+//	            ──▶ policy chain: first func that says "reissue" wins
+//	                  │ no                              │ yes
+//	                  ▼                                 ▼
+//	          repair Secret metadata/outputs     resolve issuer (hub ClusterIssuer or
+//	          if they drifted; status Ready      downstream Issuer) ─▶ key ─▶ sign
+//	          requeue at renewalTime             ─▶ apply Secret (SSA, field manager certhub)
+//	                                             ─▶ status Ready=True, revision+1, Event
 //
 // Contract:
 //   - SetupWithManager registers one multicluster controller; it engages every
 //     cluster the manager engages, never the hub itself.
-//   - Every Secret written carries ManagedLabel and WriterAnnotation, plus
-//     cert-manager's annotations and label, so cert-manager tooling reads it.
+//   - Every Secret written carries ManagedLabel and WriterAnnotation
+//     ("<replica>/<fence transition>"), plus cert-manager's annotations,
+//     label, additional output formats and keystores, so cert-manager tooling
+//     and workloads read it as if cert-manager wrote it.
+//   - Ownership is checked before every downstream write, not only when the
+//     cluster is engaged.
 //   - Bad input (invalid spec, missing issuer, foreign Secret) ends as
 //     Ready=False with a reason from reasons.go and a Warning Event; nothing is
 //     written to the Secret.

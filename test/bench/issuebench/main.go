@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -148,7 +149,7 @@ func run(n, burst int, out string) error {
 	}{{"ECDSA P-256", cmapi.ECDSAKeyAlgorithm, 256}, {"RSA-2048", cmapi.RSAKeyAlgorithm, 2048}} {
 		var ds []time.Duration
 		for i := range n {
-			d, err := createAndWait(ctx, cp.Client, w, cert(ns, fmt.Sprintf("lat-%s-%04d", alg.a, i), alg.a, alg.size))
+			d, err := createAndWait(ctx, cp.Client, w, cert(ns, fmt.Sprintf("lat-%s-%04d", strings.ToLower(string(alg.a)), i), alg.a, alg.size))
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/spf13/cobra"
 	uzap "go.uber.org/zap/zapcore"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,18 +24,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 )
 
 // demoOptions configure `certhub demo`.
 type demoOptions struct {
 	downstreams int
+	replicas    int
 	timeout     time.Duration
 	verbose     bool
 }
 
 func newDemoCommand() *cobra.Command {
-	d := demoOptions{downstreams: 2, timeout: 3 * time.Minute}
+	d := demoOptions{downstreams: 2, replicas: 2, timeout: 3 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the hub on local control planes and issue example Certificates",
@@ -42,9 +49,13 @@ func newDemoCommand() *cobra.Command {
      $KUBEBUILDER_ASSETS or the envtest cache),
   2. create a CA ClusterIssuer in the hub (its key stays in the hub),
   3. register each downstream cluster as an Argo CD cluster Secret in the hub,
-  4. run the hub controller,
+  4. run --replicas hub replicas as processes ('certhub run'); they split the
+     clusters between them, one writer per cluster,
   5. apply example Certificates in every downstream cluster,
-  6. wait until all are Ready and print a table of what was issued.
+  6. wait until all are Ready and print who owns each cluster and what was
+     issued,
+  7. stop (SIGTERM) the replica that owns the first cluster, issue one more
+     Certificate there and show the other replica took over.
 
 Everything is stopped and removed on exit and on Ctrl-C. 'make demo' builds
 the binaries and runs this.`,
@@ -59,6 +70,7 @@ the binaries and runs this.`,
 		},
 	}
 	cmd.Flags().IntVar(&d.downstreams, "clusters", d.downstreams, "Number of downstream clusters")
+	cmd.Flags().IntVar(&d.replicas, "replicas", d.replicas, "Number of hub replicas (processes)")
 	cmd.Flags().DurationVar(&d.timeout, "timeout", d.timeout, "Give up when the Certificates are not Ready after this long")
 	cmd.Flags().BoolVarP(&d.verbose, "verbose", "v", d.verbose, "Show the hub's logs")
 	return cmd
@@ -89,6 +101,11 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
+	dir, err := os.MkdirTemp("", "certhub-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
 
 	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: d.downstreams, Progress: step})
 	if err != nil {
@@ -107,18 +124,24 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 			return err
 		}
 	}
-
-	hubCtx, stopHub := context.WithCancel(ctx)
-	hubDone := make(chan error, 1)
-	o := NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "certhub-0"
-	go func() { hubDone <- Run(hubCtx, bed.Hub.Config, o) }()
+	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
+	if err != nil {
+		return err
+	}
+	replicas := map[string]*demoReplica{}
 	defer func() {
-		stopHub()
-		err = errors.Join(err, <-hubDone)
+		for _, r := range replicas {
+			err = errors.Join(err, r.stop(syscall.SIGTERM))
+		}
 	}()
-	step("hub replica %s running (reads cluster Secrets in %s/, issuers in the hub)", o.Identity, o.ClusterSecretNamespace)
+	for i := range d.replicas {
+		r, err := startDemoReplica(ctx, dir, kubeconfig, fmt.Sprintf("certhub-%d", i), bed, d.verbose)
+		if err != nil {
+			return err
+		}
+		replicas[r.id] = r
+	}
+	step("started %d hub replicas as processes (--verbose shows their logs); they share the clusters by rendezvous hashing, fenced by Leases", d.replicas)
 
 	var total int
 	for _, cp := range bed.Downstreams {
@@ -134,17 +157,135 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		}
 	}
 	step("applied %d Certificates to %d downstream clusters; waiting for Ready", total, len(bed.Downstreams))
+	rows, err := waitDemoReady(ctx, bed, total, d.timeout)
+	if err != nil {
+		printDemoTable(out, rows)
+		return err
+	}
+	step("all %d Certificates Ready", total)
+	fmt.Fprintln(out)
+	printDemoTable(out, rows)
+	fmt.Fprintln(out)
 
+	if len(replicas) < 2 {
+		return nil
+	}
+	// Failover: stop the owner of the first cluster and watch another take over.
+	first := bed.Downstreams[0]
+	owner := demoOwners(ctx, bed)[first.Name]
+	victim := replicas[owner]
+	if victim == nil {
+		return fmt.Errorf("no running replica owns %s (owner %q)", first.Name, owner)
+	}
+	stopAt := time.Now()
+	step("stopping %s (SIGTERM), which owns %s: it hands its clusters over before it exits", owner, first.Name)
+	if err := victim.stop(syscall.SIGTERM); err != nil {
+		return err
+	}
+	delete(replicas, owner)
+	extra := demoCertificates(first.Name)[0]
+	extra.Name, extra.Spec.SecretName = "after-failover", "after-failover-tls"
+	if err := first.Client.Create(ctx, extra); err != nil {
+		return fmt.Errorf("failed to create Certificate in %s: %w", first.Name, err)
+	}
+	total++
+	rows, err = waitDemoReady(ctx, bed, total, d.timeout)
+	if err != nil {
+		printDemoTable(out, rows)
+		return err
+	}
+	step("%s is now served by %s: Certificate %s/%s issued %.1fs after the stop",
+		first.Name, demoOwners(ctx, bed)[first.Name], extra.Namespace, extra.Name, time.Since(stopAt).Seconds())
+	fmt.Fprintln(out)
+	printDemoTable(out, rows)
+	fmt.Fprintln(out)
+	return nil
+}
+
+// demoReplica is one `certhub run` child process.
+type demoReplica struct {
+	id   string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startDemoReplica(ctx context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool) (*demoReplica, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the certhub binary: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(dir, id+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "run", "--kubeconfig", kubeconfig, "--identity", id,
+		"--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms", "--renew-interval", "1s")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if verbose {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(logf, os.Stderr), io.MultiWriter(logf, os.Stderr)
+	}
+	// Children die with the demo, even if it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("failed to start replica %s: %w", id, err)
+	}
+	r := &demoReplica{id: id, cmd: cmd, done: make(chan error, 1)}
+	go func() { r.done <- cmd.Wait(); logf.Close() }()
+	return r, nil
+}
+
+// stop signals the replica and waits for it (SIGKILL after 20s).
+func (r *demoReplica) stop(sig syscall.Signal) error {
+	_ = r.cmd.Process.Signal(sig)
+	select {
+	case err := <-r.done:
+		if err != nil && sig != syscall.SIGKILL {
+			return fmt.Errorf("replica %s exited with %w", r.id, err)
+		}
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		return fmt.Errorf("replica %s did not stop within 20s", r.id)
+	}
+}
+
+// demoOwners maps cluster name to the replica holding its fence Lease.
+func demoOwners(ctx context.Context, bed *testbed.Bed) map[string]string {
+	list := &coordinationv1.LeaseList{}
+	out := map[string]string{}
+	if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.HubNamespace()), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
+		return out
+	}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil {
+			out[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return out
+}
+
+func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout time.Duration) ([]demoRow, error) {
 	var rows []demoRow
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, d.timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		rows = rows[:0]
+		owners := demoOwners(ctx, bed)
 		for _, cp := range bed.Downstreams {
 			list := &cmapi.CertificateList{}
 			if err := cp.Client.List(ctx, list); err != nil {
 				return false, nil // transient; keep polling
 			}
 			for i := range list.Items {
-				rows = append(rows, demoRow{cluster: cp.Name, crt: &list.Items[i]})
+				crt := &list.Items[i]
+				writer := "-"
+				s := &corev1.Secret{}
+				if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err == nil {
+					writer = s.Annotations[certsync.WriterAnnotation]
+				}
+				rows = append(rows, demoRow{cluster: cp.Name, crt: crt, owner: owners[cp.Name], writer: writer})
 			}
 		}
 		ready := 0
@@ -156,19 +297,14 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		return ready == total, nil
 	})
 	if err != nil {
-		printDemoTable(out, rows)
-		return fmt.Errorf("not all Certificates became Ready within %s: %w", d.timeout, err)
+		return rows, fmt.Errorf("not all Certificates became Ready within %s: %w", timeout, err)
 	}
-	step("all %d Certificates Ready", total)
-	fmt.Fprintln(out)
-	printDemoTable(out, rows)
-	fmt.Fprintln(out)
-	return nil
+	return rows, nil
 }
 
 type demoRow struct {
-	cluster string
-	crt     *cmapi.Certificate
+	cluster, owner, writer string
+	crt                    *cmapi.Certificate
 }
 
 func (r demoRow) ready() bool {
@@ -182,7 +318,7 @@ func (r demoRow) ready() bool {
 
 func printDemoTable(out io.Writer, rows []demoRow) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tCERTIFICATE\tREADY\tSECRET\tNOT AFTER\tISSUER")
+	fmt.Fprintln(tw, "CLUSTER\tOWNER\tCERTIFICATE\tREADY\tSECRET\tWRITTEN BY\tNOT AFTER\tISSUER")
 	for _, r := range rows {
 		notAfter := "-"
 		if r.crt.Status.NotAfter != nil {
@@ -192,8 +328,8 @@ func printDemoTable(out io.Writer, rows []demoRow) {
 		if r.ready() {
 			ready = "True"
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s/%s\n", r.cluster, r.crt.Namespace, r.crt.Name, ready,
-			r.crt.Spec.SecretName, notAfter, r.crt.Spec.IssuerRef.Kind, r.crt.Spec.IssuerRef.Name)
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\t%s/%s\n", r.cluster, r.owner, r.crt.Namespace, r.crt.Name, ready,
+			r.crt.Spec.SecretName, r.writer, notAfter, r.crt.Spec.IssuerRef.Kind, r.crt.Spec.IssuerRef.Name)
 	}
 	_ = tw.Flush()
 }

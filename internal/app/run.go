@@ -77,6 +77,10 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	if cfg.QPS == 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = inventory.DefaultQPS, inventory.DefaultBurst
+	}
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("failed to build scheme: %w", err)

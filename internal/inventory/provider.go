@@ -36,6 +36,11 @@ const (
 	// DefaultMaxConcurrentReconciles is how many cluster Secrets are handled at once,
 	// so one unreachable cluster does not hold up the others.
 	DefaultMaxConcurrentReconciles = 4
+	// DefaultQPS and DefaultBurst limit each downstream client, as Argo CD's
+	// ARGOCD_K8S_CLIENT_QPS defaults do (client-go's own 5/10 would throttle
+	// every issuance to ~200 ms).
+	DefaultQPS   = 50
+	DefaultBurst = 100
 )
 
 // Options configure the Provider.
@@ -50,6 +55,9 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// QPS and Burst limit each downstream client. Default to DefaultQPS and DefaultBurst.
+	QPS   float32
+	Burst int
 }
 
 func (o *Options) defaults() {
@@ -61,6 +69,12 @@ func (o *Options) defaults() {
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
 	}
 }
 
@@ -269,7 +283,9 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.Nam
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
 	}}, p.opts.ClusterOptions...)
-	cl, err := cluster.New(rest.CopyConfig(c.Config), opts...)
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	cl, err := cluster.New(cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("failed to create cluster client: %w", err)
 	}

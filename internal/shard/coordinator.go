@@ -209,11 +209,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		c.step(ctx)
+		// Also wake the moment another replica's Lease expires.
+		var expiry <-chan time.Time
+		if next := c.obs.nextExpiry(c.opts.clock.Now(), c.opts.Identity); !next.IsZero() {
+			expiry = c.opts.clock.After(next.Sub(c.opts.clock.Now()) + 10*time.Millisecond)
+		}
 		select {
 		case <-ctx.Done():
 			c.shutdown()
 			return nil
 		case <-ticker.C():
+		case <-expiry:
 		case <-c.trigger:
 		}
 	}

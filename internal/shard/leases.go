@@ -131,6 +131,25 @@ func (ob *observer) get(name string) *observation {
 	return nil
 }
 
+// nextExpiry returns the earliest moment after now at which a Lease held by
+// someone other than self expires, or the zero time. The decision loop wakes
+// then, so takeover after a crash is not delayed by up to a tick.
+func (ob *observer) nextExpiry(now time.Time, self string) time.Time {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	var next time.Time
+	for _, o := range ob.leases {
+		if h := o.holder(); h == "" || h == self {
+			continue
+		}
+		at := o.observedAt.Add(o.duration())
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
 // peers returns the live peers (by their peer Leases) as of now.
 func (ob *observer) peers(now time.Time) []Peer {
 	ob.mu.Lock()

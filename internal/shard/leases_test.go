@@ -109,3 +109,21 @@ func TestOptionsValidateLeaseInvariant(t *testing.T) {
 		}
 	}
 }
+
+func TestNextExpiryIgnoresOwnAndReleasedLeases(t *testing.T) {
+	ob := newObserver()
+	t0 := time.Unix(2_000_000, 0)
+	ob.record(lease("mine", "self", t0, 0), t0)
+	ob.record(lease("released", "", t0, 0), t0)
+	if got := ob.nextExpiry(t0, "self"); !got.IsZero() {
+		t.Fatalf("nextExpiry = %v, want none", got)
+	}
+	ob.record(lease("a", "other", t0, 0), t0.Add(2*time.Second))
+	ob.record(lease("b", "other", t0, 0), t0.Add(5*time.Second))
+	if got, want := ob.nextExpiry(t0.Add(3*time.Second), "self"), t0.Add(12*time.Second); !got.Equal(want) {
+		t.Fatalf("nextExpiry = %v, want %v (a's observation + 10s)", got, want)
+	}
+	if got, want := ob.nextExpiry(t0.Add(13*time.Second), "self"), t0.Add(15*time.Second); !got.Equal(want) {
+		t.Fatalf("after a expired: nextExpiry = %v, want %v", got, want)
+	}
+}

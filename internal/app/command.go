@@ -2,8 +2,6 @@ package app
 
 import (
 	"flag"
-	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +16,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRunCommand(), newDemoCommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand())
 	return root
 }
 
@@ -36,14 +34,9 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
-			if o.Kubeconfig != "" {
-				if err := os.Setenv("KUBECONFIG", o.Kubeconfig); err != nil {
-					return err
-				}
-			}
-			cfg, err := ctrl.GetConfig()
+			cfg, err := loadHubConfig(o.Kubeconfig)
 			if err != nil {
-				return fmt.Errorf("failed to load hub kubeconfig: %w", err)
+				return err
 			}
 			return Run(ctrl.SetupSignalHandler(), cfg, o)
 		},

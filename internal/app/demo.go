@@ -199,6 +199,16 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	fmt.Fprintln(out)
 	printDemoTable(out, rows)
 	fmt.Fprintln(out)
+	step("certhub status --kubeconfig <hub>:")
+	so := statusOptions{namespace: bed.HubNamespace(), secretNamespace: bed.ArgoNamespace(), timeout: 5 * time.Second}
+	status, err := collectStatus(ctx, bed.Hub.Config, so)
+	if err != nil {
+		return err
+	}
+	if err := printStatus(out, status, so); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
@@ -67,6 +69,8 @@ type Options struct {
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
+	Registerer prometheus.Registerer
 
 	clock clock.PassiveClock // test seam; defaults to the real clock
 }
@@ -83,6 +87,9 @@ func (o *Options) defaults() {
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
+	}
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
 	}
 }
 
@@ -116,7 +123,14 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	r := &reconciler{mgr: mgr, opts: opts}
+	m, err := newSyncMetrics(opts.Registerer)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(metricsJanitor{m}); err != nil {
+		return fmt.Errorf("failed to add metrics janitor: %w", err)
+	}
+	r := &reconciler{mgr: mgr, opts: opts, metrics: m}
 	base := mgr.GetLogger().WithName("certsync")
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
@@ -142,8 +156,9 @@ func secretToCertificate(_ context.Context, s client.Object) []mcreconcile.Reque
 }
 
 type reconciler struct {
-	mgr  mcmanager.Manager
-	opts Options
+	mgr     mcmanager.Manager
+	opts    Options
+	metrics *syncMetrics
 }
 
 // target is one Certificate in one cluster, with what is needed to write there.
@@ -177,6 +192,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 	}
 	crt := &cmapi.Certificate{}
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, crt); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if crt.DeletionTimestamp != nil {
@@ -318,8 +336,16 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	return s, s.Labels[ManagedLabel] != ManagedValue, nil
 }
 
-func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords) (reconcile.Result, error) {
+func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords) (_ reconcile.Result, err error) {
 	crt := t.crt
+	start := time.Now()
+	defer func() {
+		result := "success"
+		if ready := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady); err != nil || ready == nil || ready.Status != cmmeta.ConditionTrue {
+			result = "failed"
+		}
+		r.metrics.issued(t.name, result, start)
+	}()
 	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
 	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
@@ -453,6 +479,7 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, mutate func(*c
 		updated := t.crt.DeepCopy()
 		mutate(updated)
 		if apiequality.Semantic.DeepEqual(updated.Status, t.crt.Status) {
+			r.metrics.observe(t.name, t.crt)
 			return nil
 		}
 		if _, err := r.stamp(t); err != nil {
@@ -462,6 +489,7 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, mutate func(*c
 			return fmt.Errorf("failed to update status of Certificate %s/%s: %w", t.crt.Namespace, t.crt.Name, err)
 		}
 		t.crt = updated
+		r.metrics.observe(t.name, t.crt)
 		return nil
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -58,6 +60,8 @@ type Options struct {
 	// QPS and Burst limit each downstream client. Default to DefaultQPS and DefaultBurst.
 	QPS   float32
 	Burst int
+	// Registerer receives the certhub_cluster_* metrics. Defaults to controller-runtime's registry.
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) defaults() {
@@ -75,6 +79,9 @@ func (o *Options) defaults() {
 	}
 	if o.Burst == 0 {
 		o.Burst = DefaultBurst
+	}
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
 	}
 }
 
@@ -100,6 +107,7 @@ type Provider struct {
 
 	hub      client.Reader
 	recorder recorder.EventRecorder
+	metrics  *inventoryMetrics
 	log      logr.Logger // base logger; per-cluster loggers add only `cluster`
 
 	started chan struct{} // closed by Start once ctx and aware are set
@@ -131,8 +139,13 @@ func New(opts Options) (*Provider, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	m, err := newInventoryMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Provider{
 		opts:     opts,
+		metrics:  m,
 		started:  make(chan struct{}),
 		clusters: map[multicluster.ClusterName]*engaged{},
 		bySecret: map[types.NamespacedName]multicluster.ClusterName{},
@@ -224,7 +237,9 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		secret = nil
 	}
 	if secret == nil || secret.DeletionTimestamp != nil || secret.Labels[SecretTypeLabel] != SecretTypeCluster {
+		p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 		if name, ok := p.remove(req.NamespacedName); ok {
+			p.metrics.reachable.DeleteLabelValues(string(name))
 			log.Info("cluster disengaged: its Secret is gone", "cluster", name)
 			if secret != nil {
 				p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterDisengaged, "Disengage",
@@ -234,11 +249,13 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, nil
 	}
 
+	p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 	parsed, err := ParseSecret(secret)
 	if err != nil {
 		name := string(secret.Data[keyName])
 		log.Error(err, "invalid cluster Secret; keeping any running connection", "cluster", name)
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonInvalidClusterSecret, "Parse", "%v", err)
+		p.metrics.invalid.WithLabelValues(req.String(), ReasonInvalidClusterSecret).Set(1)
 		return reconcile.Result{}, nil // a change to the Secret triggers the next attempt
 	}
 	name := multicluster.ClusterName(parsed.Name)
@@ -248,6 +265,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if other, ok := p.clusters[name]; ok && other.secret != req.NamespacedName {
 		p.mu.Unlock()
 		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", other.secret.String())
+		p.metrics.invalid.WithLabelValues(req.String(), ReasonDuplicateClusterName).Set(1)
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonDuplicateClusterName, "Register",
 			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, other.secret)
 		return reconcile.Result{}, nil
@@ -264,10 +282,12 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 
 	if err := p.engage(ctx, p.log.WithValues("cluster", name), req.NamespacedName, parsed); err != nil {
+		p.metrics.reachable.WithLabelValues(string(name)).Set(0)
 		log.Error(err, "failed to engage cluster")
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
 		return reconcile.Result{}, err // retried with backoff
 	}
+	p.metrics.reachable.WithLabelValues(string(name)).Set(1)
 	log.Info("cluster connected", "server", parsed.Server)
 	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, parsed.Server)
 	return reconcile.Result{}, nil
@@ -276,15 +296,16 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 // engage connects to the cluster, starts its cache and hands it to the manager.
 // log becomes the cluster's own logger, so it must not carry reconcile values.
 func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.NamespacedName, c *Cluster) error {
-	if err := p.probe(ctx, c.Config); err != nil {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	p.metrics.instrument(c.Name, cfg)
+	if err := p.probe(ctx, cfg); err != nil {
 		return err
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
 	}}, p.opts.ClusterOptions...)
-	cfg := rest.CopyConfig(c.Config)
-	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
 	cl, err := cluster.New(cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("failed to create cluster client: %w", err)

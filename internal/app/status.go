@@ -1,0 +1,275 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/shard"
+)
+
+// Cluster states shown by `certhub status`.
+const (
+	StateConnected    = "Connected"
+	StateUnreachable  = "Unreachable"
+	StateUnauthorized = "Unauthorized"
+	StateInvalid      = "InvalidRegistration"
+)
+
+// ClusterStatus is one row of `certhub status`.
+type ClusterStatus struct {
+	Cluster       string           `json:"cluster"`
+	Secret        string           `json:"secret"`
+	Server        string           `json:"server,omitempty"`
+	Owner         string           `json:"owner,omitempty"`
+	State         string           `json:"state"`
+	Error         string           `json:"error,omitempty"`
+	Ready         int              `json:"ready"`
+	Total         int              `json:"total"`
+	SoonestExpiry *time.Time       `json:"soonestExpiry,omitempty"`
+	NextRenewal   *time.Time       `json:"nextRenewal,omitempty"`
+	LastWrite     *time.Time       `json:"lastWrite,omitempty"`
+	Certificates  []CertificateRow `json:"certificates,omitempty"`
+}
+
+// CertificateRow is one Certificate in `certhub status --cluster`.
+type CertificateRow struct {
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	Ready     string     `json:"ready"`
+	Reason    string     `json:"reason,omitempty"`
+	Secret    string     `json:"secret"`
+	Issuer    string     `json:"issuer"`
+	NotAfter  *time.Time `json:"notAfter,omitempty"`
+	Renewal   *time.Time `json:"renewalTime,omitempty"`
+	WrittenBy string     `json:"writtenBy,omitempty"`
+}
+
+type statusOptions struct {
+	kubeconfig, namespace, secretNamespace, output, cluster string
+	timeout                                                 time.Duration
+}
+
+func newStatusCommand() *cobra.Command {
+	o := statusOptions{namespace: DefaultNamespace, secretNamespace: DefaultClusterSecretNamespace, output: "table", timeout: 5 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every registered cluster: owner replica, reachability, Certificates ready, expiry, renewal, last write",
+		Long: `Read the hub (Argo CD cluster Secrets, certhub's fence Leases) and, with each
+registration's own credentials, every downstream cluster's Certificates; print
+one row per cluster. --cluster lists that cluster's Certificates like
+'kubectl get certificate', with issuer and writing replica.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadHubConfig(o.kubeconfig)
+			if err != nil {
+				return err
+			}
+			rows, err := collectStatus(cmd.Context(), cfg, o)
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), rows, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Kubeconfig of the hub cluster (default: in-cluster, then $KUBECONFIG)")
+	f.StringVar(&o.namespace, "namespace", o.namespace, "Hub namespace of certhub's Leases")
+	f.StringVar(&o.secretNamespace, "cluster-secret-namespace", o.secretNamespace, "Hub namespace holding Argo CD cluster Secrets")
+	f.StringVarP(&o.output, "output", "o", o.output, "table, json or yaml")
+	f.StringVar(&o.cluster, "cluster", o.cluster, "Show this cluster's Certificates")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "Per-cluster timeout for reaching downstream API servers")
+	return cmd
+}
+
+func loadHubConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("failed to load hub kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load hub kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// collectStatus builds the rows: one per cluster Secret, sorted by cluster.
+func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]ClusterStatus, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	hub, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create hub client: %w", err)
+	}
+	secrets := &corev1.SecretList{}
+	if err := hub.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+		return nil, fmt.Errorf("failed to list cluster Secrets in %s: %w", o.secretNamespace, err)
+	}
+	owners := map[string]string{}
+	leases := &coordinationv1.LeaseList{}
+	if err := hub.List(ctx, leases, client.InNamespace(o.namespace), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err == nil {
+		for _, l := range leases.Items {
+			if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				owners[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
+			}
+		}
+	}
+	var rows []ClusterStatus
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		row := ClusterStatus{Secret: s.Namespace + "/" + s.Name, Cluster: string(s.Data["name"])}
+		c, err := inventory.ParseSecret(s)
+		if err != nil {
+			row.State, row.Error = StateInvalid, err.Error()
+			rows = append(rows, row)
+			continue
+		}
+		row.Cluster, row.Server, row.Owner = c.Name, c.Server, owners[c.Name]
+		if row.Owner == "" {
+			row.Owner = "-"
+		}
+		if o.cluster != "" && o.cluster != c.Name {
+			continue
+		}
+		inspectCluster(ctx, scheme, c, o, &row)
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Cluster < rows[j].Cluster })
+	return rows, nil
+}
+
+// inspectCluster fills the downstream columns of row using the registration's credentials.
+func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cluster, o statusOptions, row *ClusterStatus) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Timeout = o.timeout
+	certs := &cmapi.CertificateList{}
+	dc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err == nil {
+		err = dc.List(ctx, certs)
+	}
+	if err != nil {
+		row.State, row.Error = StateUnreachable, err.Error()
+		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+			row.State = StateUnauthorized
+		}
+		return
+	}
+	row.State = StateConnected
+	written := map[string]string{}
+	secrets := &corev1.SecretList{}
+	if err := dc.List(ctx, secrets, client.MatchingLabels{certsync.ManagedLabel: certsync.ManagedValue}); err == nil {
+		for _, s := range secrets.Items {
+			written[s.Namespace+"/"+s.Name] = s.Annotations[certsync.WriterAnnotation]
+			for _, mf := range s.ManagedFields {
+				if mf.Manager == certsync.FieldManager && mf.Time != nil && (row.LastWrite == nil || mf.Time.After(*row.LastWrite)) {
+					t := mf.Time.Time
+					row.LastWrite = &t
+				}
+			}
+		}
+	}
+	for _, crt := range certs.Items {
+		row.Total++
+		cr := CertificateRow{Namespace: crt.Namespace, Name: crt.Name, Ready: "Unknown", Secret: crt.Spec.SecretName,
+			Issuer: crt.Spec.IssuerRef.Kind + "/" + crt.Spec.IssuerRef.Name, WrittenBy: written[crt.Namespace+"/"+crt.Spec.SecretName]}
+		for _, cond := range crt.Status.Conditions {
+			if cond.Type == cmapi.CertificateConditionReady {
+				cr.Ready, cr.Reason = string(cond.Status), cond.Reason
+				if cond.Status == cmmeta.ConditionTrue {
+					row.Ready++
+				}
+			}
+		}
+		if na := crt.Status.NotAfter; na != nil {
+			t := na.Time
+			cr.NotAfter = &t
+			if row.SoonestExpiry == nil || t.Before(*row.SoonestExpiry) {
+				row.SoonestExpiry = &t
+			}
+		}
+		if rt := crt.Status.RenewalTime; rt != nil {
+			t := rt.Time
+			cr.Renewal = &t
+			if row.NextRenewal == nil || t.Before(*row.NextRenewal) {
+				row.NextRenewal = &t
+			}
+		}
+		if o.cluster != "" {
+			row.Certificates = append(row.Certificates, cr)
+		}
+	}
+}
+
+func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
+	switch o.output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "yaml":
+		raw, err := yaml.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(raw)
+		return err
+	case "table", "":
+	default:
+		return fmt.Errorf("unknown output %q: use table, json or yaml", o.output)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	if o.cluster != "" {
+		if len(rows) == 0 {
+			return fmt.Errorf("no cluster %q is registered", o.cluster)
+		}
+		r := rows[0]
+		fmt.Fprintf(tw, "cluster %s (%s), owner %s, %s %s\n\n", r.Cluster, r.Server, r.Owner, r.State, r.Error)
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tSECRET\tISSUER\tEXPIRATION\tRENEWAL\tWRITTEN BY")
+		for _, c := range r.Certificates {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, c.Ready, c.Reason, c.Secret, c.Issuer, ts(c.NotAfter), ts(c.Renewal), c.WrittenBy)
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "CLUSTER\tOWNER\tSTATE\tREADY\tSOONEST EXPIRY\tNEXT RENEWAL\tLAST WRITE\tERROR")
+	for _, r := range rows {
+		msg := r.Error
+		if len(msg) > 80 {
+			msg = msg[:77] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.Cluster, r.Owner, r.State, r.Ready, r.Total,
+			ts(r.SoonestExpiry), ts(r.NextRenewal), ts(r.LastWrite), strings.ReplaceAll(msg, "\n", " "))
+	}
+	return tw.Flush()
+}

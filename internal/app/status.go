@@ -143,19 +143,24 @@ func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]Cl
 	var rows []ClusterStatus
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
-		row := ClusterStatus{Secret: s.Namespace + "/" + s.Name, Cluster: string(s.Data["name"])}
+		row := ClusterStatus{Secret: s.Namespace + "/" + s.Name, Cluster: string(s.Data["name"]), Owner: "-"}
 		c, err := inventory.ParseSecret(s)
 		if err != nil {
+			if row.Cluster == "" {
+				row.Cluster = row.Secret
+			}
 			row.State, row.Error = StateInvalid, err.Error()
-			rows = append(rows, row)
+			if o.cluster == "" || o.cluster == row.Cluster {
+				rows = append(rows, row)
+			}
 			continue
-		}
-		row.Cluster, row.Server, row.Owner = c.Name, c.Server, owners[c.Name]
-		if row.Owner == "" {
-			row.Owner = "-"
 		}
 		if o.cluster != "" && o.cluster != c.Name {
 			continue
+		}
+		row.Cluster, row.Server = c.Name, c.Server
+		if owner := owners[c.Name]; owner != "" {
+			row.Owner = owner
 		}
 		inspectCluster(ctx, scheme, c, o, &row)
 		rows = append(rows, row)

@@ -1,0 +1,387 @@
+// Package observability checks what operators see without reading logs: the
+// hub's /metrics with a cluster label, `certhub status` for a healthy, an
+// unreachable and a malformed registration, and that `certhub demo` leaves
+// nothing running when interrupted.
+package observability
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/testbed"
+)
+
+const issuerName = "obs-ca"
+
+var (
+	bed         *testbed.Bed
+	metricsAddr string
+	binary      string
+	kubeconfig  string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "certhub-obs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "certhub")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
+		return 1
+	}
+	if bed, err = testbed.Start(ctx, testbed.Options{Downstreams: 2}); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: test bed:", err)
+		return 1
+	}
+	defer func() { _ = bed.Stop() }()
+	if kubeconfig, err = bed.Hub.WriteKubeconfig(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	if _, err := bed.CreateCAIssuer(ctx, issuerName); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	for _, cp := range bed.Downstreams {
+		if _, err := bed.Register(ctx, cp); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			return 1
+		}
+	}
+	if err := registerBroken(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	metricsAddr = l.Addr().String()
+	l.Close()
+	o := app.NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
+	o.MetricsAddr, o.HealthProbeAddr, o.Identity = metricsAddr, "0", "replica-0"
+	hubCtx, stopHub := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
+	code := m.Run()
+	stopHub()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: hub:", err)
+		return 1
+	}
+	return code
+}
+
+// registerBroken adds an unreachable cluster (a closed port) and a malformed Secret.
+func registerBroken(ctx context.Context) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	closed := "https://" + l.Addr().String()
+	l.Close()
+	cc := inventory.ClusterConfig{BearerToken: "nobody", TLSClientConfig: inventory.TLSClientConfig{Insecure: true}}
+	s, err := inventory.NewSecret(bed.ArgoNamespace(), "gone", "gone", closed, cc)
+	if err != nil {
+		return err
+	}
+	if err := bed.Hub.Client.Create(ctx, s); err != nil {
+		return err
+	}
+	broken := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bed.ArgoNamespace(), Name: "broken", Labels: map[string]string{inventory.SecretTypeLabel: inventory.SecretTypeCluster}},
+		StringData: map[string]string{"name": "broken", "server": "https://broken.example.com", "config": `{"bearerToken": `},
+	}
+	return bed.Hub.Client.Create(ctx, broken)
+}
+
+func scrape(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// hasSeries reports whether a series with all the given label pairs has value.
+func hasSeries(body, name string, labels []string, value string) bool {
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		if value == "" {
+			return true
+		}
+		got, err1 := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		want, err2 := strconv.ParseFloat(value, 64)
+		if err1 == nil && err2 == nil && got == want {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMetricsPerCluster(t *testing.T) {
+	ctx := context.Background()
+	cp := bed.Downstreams[0]
+	testbed.EnsureNamespace(t, cp.Client, "obs")
+	good := testbed.ValidCertificate("obs", "good", issuerName)
+	bad := testbed.ValidCertificate("obs", "bad", issuerName)
+	bad.Spec.Duration = &metav1.Duration{Duration: time.Minute}
+	for _, c := range []*cmapi.Certificate{good, bad} {
+		if err := cp.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issued := testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(good))
+	testbed.WaitFor(t, cp.Client, client.ObjectKeyFromObject(bad), "Ready=False", testbed.NotReadyWith(certsync.ReasonInvalidLifetime))
+
+	cl := `cluster="` + cp.Name + `"`
+	want := []struct {
+		name   string
+		labels []string
+		value  string
+	}{
+		{"certhub_certificate_ready_status", []string{cl, `name="good"`, `condition="True"`, `issuer_name="` + issuerName + `"`}, "1"},
+		{"certhub_certificate_ready_status", []string{cl, `name="bad"`, `condition="False"`}, "1"},
+		{"certhub_certificate_ready_status", []string{cl, `name="bad"`, `condition="True"`}, "0"},
+		{"certhub_certificate_expiration_timestamp_seconds", []string{cl, `name="good"`, `namespace="obs"`}, fmt.Sprintf("%d", issued.Status.NotAfter.Unix())},
+		{"certhub_certificate_renewal_timestamp_seconds", []string{cl, `name="good"`}, fmt.Sprintf("%d", issued.Status.RenewalTime.Unix())},
+		{"certhub_certificate_issuance_duration_seconds_count", []string{cl, `result="success"`}, ""},
+		{"certhub_cluster_reachable", []string{cl}, "1"},
+		{"certhub_cluster_reachable", []string{`cluster="gone"`}, "0"},
+		{"certhub_cluster_secret_invalid", []string{`secret="` + bed.ArgoNamespace() + `/broken"`, `reason="InvalidClusterSecret"`}, "1"},
+		{"certhub_downstream_requests_total", []string{cl, `code="201"`}, ""},
+		{"certhub_downstream_requests_total", []string{`cluster="gone"`, `code="error"`}, ""},
+		{"certhub_shard_cluster_owned", []string{cl}, "1"},
+	}
+	var body string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+		body = scrape(t)
+		for _, w := range want {
+			if !hasSeries(body, w.name, w.labels, w.value) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		for _, w := range want {
+			if !hasSeries(body, w.name, w.labels, w.value) {
+				t.Errorf("no series %s%v = %q", w.name, w.labels, w.value)
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	// A deleted Certificate's series go away.
+	if err := cp.Client.Delete(ctx, issued); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+		return !hasSeries(scrape(t), "certhub_certificate_expiration_timestamp_seconds", []string{cl, `name="good"`}, ""), nil
+	})
+	if err != nil {
+		t.Errorf("series of the deleted Certificate are still exported")
+	}
+}
+
+func TestStatusCommand(t *testing.T) {
+	ctx := context.Background()
+	cp := bed.Downstreams[1]
+	testbed.EnsureNamespace(t, cp.Client, "status")
+	crt := testbed.ValidCertificate("status", "api", issuerName)
+	if err := cp.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+
+	status := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary, append([]string{"status", "--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
+			"--cluster-secret-namespace", bed.ArgoNamespace(), "--timeout", "3s"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("certhub status %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := status()
+	t.Logf("certhub status:\n%s", out)
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out, "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	if r := rows[cp.Name]; len(r) < 4 || r[1] != "replica-0" || r[2] != app.StateConnected || r[3] != "1/1" {
+		t.Errorf("healthy cluster row = %v, want owner replica-0, Connected, 1/1", r)
+	}
+	if r := rows["gone"]; len(r) < 3 || r[2] != app.StateUnreachable {
+		t.Errorf("unreachable cluster row = %v, want %s", r, app.StateUnreachable)
+	}
+	if r := rows["broken"]; len(r) < 3 || r[2] != app.StateInvalid || !strings.Contains(strings.Join(r, " "), "config") {
+		t.Errorf("malformed registration row = %v, want %s naming the config field", r, app.StateInvalid)
+	}
+	detail := status("--cluster", cp.Name)
+	if !strings.Contains(detail, "status") || !strings.Contains(detail, "api") || !strings.Contains(detail, "ClusterIssuer/"+issuerName) || !strings.Contains(detail, "replica-0/") {
+		t.Errorf("--cluster output lacks the Certificate, its issuer or its writer:\n%s", detail)
+	}
+	if js := status("-o", "json"); !strings.Contains(js, `"state": "Connected"`) {
+		t.Errorf("-o json output:\n%s", js)
+	}
+}
+
+// childPIDs lists the descendants of pid.
+func childPIDs(pid int) []int {
+	parents := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut after the last ')'.
+		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		var ppid int
+		fmt.Sscan(fields[1], &ppid)
+		parents[ppid] = append(parents[ppid], p)
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range parents[p] {
+			out = append(out, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
+
+func alive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// `certhub demo` interrupted with SIGINT midway stops its control planes and
+// replicas and exits.
+func TestDemoInterruptedLeavesNothingRunning(t *testing.T) {
+	cmd := exec.Command(binary, "demo")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	seen := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "hub replicas as processes") {
+				once = true
+				close(seen)
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-seen:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("demo never started its replicas")
+	}
+	children := childPIDs(cmd.Process.Pid)
+	if len(children) < 4 {
+		t.Fatalf("expected control planes and replicas under the demo, found %d processes", len(children))
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("demo did not exit within a minute of SIGINT")
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, p := range children {
+			if alive(p) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var left []int
+		for _, p := range children {
+			if alive(p) {
+				left = append(left, p)
+			}
+		}
+		t.Errorf("processes left behind after SIGINT: %v", left)
+	}
+}

@@ -25,85 +25,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
 const issuerName = "obs-ca"
 
 var (
+	env         *envtestmain.Env
 	bed         *testbed.Bed
 	metricsAddr string
 	binary      string
 	kubeconfig  string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir, err := os.MkdirTemp("", "certhub-obs-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "certhub")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
-		return 1
-	}
-	if bed, err = testbed.Start(ctx, testbed.Options{Downstreams: 2}); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: test bed:", err)
-		return 1
-	}
-	defer func() { _ = bed.Stop() }()
-	if kubeconfig, err = bed.Hub.WriteKubeconfig(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	if _, err := bed.CreateCAIssuer(ctx, issuerName); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	for _, cp := range bed.Downstreams {
-		if _, err := bed.Register(ctx, cp); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-	}
-	if err := registerBroken(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	metricsAddr = l.Addr().String()
-	l.Close()
-	o := app.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = metricsAddr, "0", "replica-0"
-	hubCtx, stopHub := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
-	code := m.Run()
-	stopHub()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: hub:", err)
-		return 1
-	}
-	return code
+func TestMain(m *testing.M) {
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Binary: true, Logs: io.Discard,
+		Hub: func(o *app.Options) { o.MetricsAddr = metricsAddr },
+		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+			bed, binary, kubeconfig = e.Bed, e.Binary, e.Kubeconfig
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			metricsAddr = l.Addr().String()
+			l.Close()
+			return registerBroken(ctx)
+		}}, &env))
 }
 
 // registerBroken adds an unreachable cluster (a closed port) and a malformed Secret.

@@ -6,13 +6,11 @@ package shard
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
 const (
@@ -21,53 +19,16 @@ const (
 )
 
 var (
+	env           *envtestmain.Env
 	bed           *testbed.Bed
 	certhubBinary string
 	hubKubeconfig string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "certhub-shard-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-
-	certhubBinary = filepath.Join(dir, "certhub")
-	args := []string{"build", "-o", certhubBinary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "github.com/certhub/certhub/cmd/certhub")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: building certhub:", err)
-		return 1
-	}
-
-	bed, err = testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: test bed:", err)
-		return 1
-	}
-	defer func() { _ = bed.Stop() }()
-	if hubKubeconfig, err = bed.Hub.WriteKubeconfig(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	if _, err := bed.CreateCAIssuer(ctx, issuerName); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	for _, cp := range bed.Downstreams {
-		if _, err := bed.Register(ctx, cp); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true, Race: raceEnabled,
+		Setup: func(_ context.Context, e *envtestmain.Env) error {
+			bed, certhubBinary, hubKubeconfig = e.Bed, e.Binary, e.Kubeconfig
+			return nil
+		}}, &env))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"testing"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -27,10 +26,6 @@ var (
 	waitReady   = testbed.WaitReady
 	waitTimeout = testbed.WaitTimeout
 )
-
-func encodeCert(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-}
 
 func newCertificate(ns, name string, dns ...string) *cmapi.Certificate {
 	return &cmapi.Certificate{

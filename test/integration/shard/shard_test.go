@@ -245,14 +245,15 @@ func TestShardedReplicas(t *testing.T) {
 	// SIGTERM: the replica hands its clusters over before it exits.
 	leaving := busiest(t, snapshot())
 	handed := clustersHeldBy(t, leaving.id)
-	mu.Lock()
-	delete(running, leaving.id)
-	mu.Unlock()
 	start := time.Now()
 	if err := leaving.stop(t, syscall.SIGTERM); err != nil {
 		t.Errorf("%s exited with %v after SIGTERM, want a clean exit", leaving.id, err)
 	}
 	exited := time.Since(start)
+	// Only now is it gone: until it exits it is running and may hold fences.
+	mu.Lock()
+	delete(running, leaving.id)
+	mu.Unlock()
 	took = probe(t, handed, "after-term") + exited
 	t.Logf("SIGTERM of %s (held %d clusters): exited after %s, clusters served again %s after the signal",
 		leaving.id, len(handed), exited.Round(10*time.Millisecond), took.Round(10*time.Millisecond))

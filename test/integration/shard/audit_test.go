@@ -169,11 +169,13 @@ func sampleOwnership(t *testing.T, running func() map[string]bool) *ownershipSam
 				return
 			case <-tick.C:
 			}
+			// Who runs is read before the Leases: a replica removed from the
+			// set has exited, so it holds nothing by the time we list.
+			live := running()
 			holders, err := fenceHolders(ctx)
 			if err != nil {
 				continue
 			}
-			live := running()
 			s.mu.Lock()
 			s.samples++
 			for c, h := range holders {

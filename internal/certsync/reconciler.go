@@ -184,7 +184,19 @@ func (r *reconciler) stamp(t *target) (string, error) {
 	return s, nil
 }
 
+// Reconcile handles one Certificate. A conflict means someone (a user, cmctl,
+// a stale cache) changed the Certificate meanwhile: it is requeued and
+// decided again on fresh data, quietly.
 func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; requeueing", "error", err.Error())
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
 	cl, err := r.mgr.GetCluster(ctx, req.ClusterName)
 	if err != nil {
@@ -425,7 +437,10 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to compute renewal time: %w", err)
 	}
-	err = r.updateStatus(ctx, t, func(crt *cmapi.Certificate) {
+	// After an issuance the new certificate is a fact: the status is re-applied
+	// onto a fresh copy on conflict so the revision is never lost. Otherwise a
+	// conflict requeues, so a concurrent change (Issuing=True) is decided on.
+	err = r.updateStatus(ctx, t, revisionDelta > 0, func(crt *cmapi.Certificate) {
 		st := &crt.Status
 		st.NotBefore = &metav1.Time{Time: cert.NotBefore}
 		st.NotAfter = &metav1.Time{Time: cert.NotAfter}
@@ -456,18 +471,23 @@ func (r *reconciler) setNotReady(ctx context.Context, t *target, reason, message
 		t.rec.Eventf(t.crt, nil, corev1.EventTypeWarning, reason, "Issue", "%s", message)
 		logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", reason, "message", message)
 	}
-	return r.updateStatus(ctx, t, func(crt *cmapi.Certificate) {
+	return r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
 		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, reason, message)
 	})
 }
 
-// updateStatus applies mutate to the latest Certificate and writes the status
-// if it changed. Status is written with Update, not server-side apply: the
-// Issuing condition that `cmctl renew` sets must be removable by certhub.
-func (r *reconciler) updateStatus(ctx context.Context, t *target, mutate func(*cmapi.Certificate)) error {
+// updateStatus applies mutate to the Certificate and writes the status if it
+// changed. With retryFresh, a conflict re-applies mutate onto a fresh copy;
+// without, the conflict is returned. Status is written with Update, not
+// server-side apply: the Issuing condition `cmctl renew` sets must be removable.
+func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh bool, mutate func(*cmapi.Certificate)) error {
 	c := t.cl.GetClient()
 	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	backoff := retry.DefaultRetry
+	if !retryFresh {
+		backoff.Steps = 1
+	}
+	return retry.RetryOnConflict(backoff, func() error {
 		if !first {
 			fresh := &cmapi.Certificate{}
 			if err := t.cl.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(t.crt), fresh); err != nil {

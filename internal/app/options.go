@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/shard"
@@ -39,6 +40,8 @@ type Options struct {
 	Namespace string
 	// ClusterSecretNamespace holds the Argo CD cluster Secrets. Defaults to DefaultClusterSecretNamespace.
 	ClusterSecretNamespace string
+	// ClusterSelector optionally narrows the cluster Secrets served (label selector syntax).
+	ClusterSelector string
 	// MetricsAddr defaults to DefaultMetricsAddr; "0" disables the metrics server.
 	MetricsAddr string
 	// HealthProbeAddr defaults to DefaultHealthProbeAddr; "0" disables probes.
@@ -89,6 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub cluster (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Hub namespace for certhub's own objects (ClusterIssuer CA Secrets, Leases)")
 	fs.StringVar(&o.ClusterSecretNamespace, "cluster-secret-namespace", o.ClusterSecretNamespace, "Hub namespace holding Argo CD cluster Secrets")
+	fs.StringVar(&o.ClusterSelector, "cluster-selector", o.ClusterSelector, "Serve only cluster Secrets whose labels match this selector, e.g. certhub.io/enabled=true (default: all)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
@@ -113,6 +117,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Identity == "" {
 		errs = append(errs, errors.New("--identity must not be empty (no $POD_NAME and no hostname)"))
+	}
+	if _, err := labels.Parse(o.ClusterSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-selector: %w", err))
 	}
 	switch o.Coordinator {
 	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:

@@ -20,9 +20,11 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("valid options rejected: %v", err)
 	}
-	o.Namespace, o.Identity = "", ""
+	o.Namespace, o.Identity, o.ClusterSelector = "", "", "certhub.io/enabled in (true"
 	err := o.Validate()
-	if err == nil || !strings.Contains(err.Error(), "--namespace") || !strings.Contains(err.Error(), "--identity") {
-		t.Fatalf("err = %v, want both problems named", err)
+	for _, flag := range []string{"--namespace", "--identity", "--cluster-selector"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Fatalf("err = %v, want %s named", err, flag)
+		}
 	}
 }

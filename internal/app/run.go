@@ -9,6 +9,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -86,8 +87,13 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return fmt.Errorf("failed to build scheme: %w", err)
 	}
 
+	selector, err := labels.Parse(o.ClusterSelector)
+	if err != nil {
+		return fmt.Errorf("invalid --cluster-selector: %w", err)
+	}
 	provider, err := inventory.New(inventory.Options{
 		Namespace:      o.ClusterSecretNamespace,
+		Selector:       selector,
 		Scheme:         scheme,
 		ClusterOptions: []cluster.Option{certsync.CacheOptions()},
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -49,6 +50,11 @@ const (
 type Options struct {
 	// Namespace holds the Argo CD cluster Secrets. Defaults to DefaultNamespace.
 	Namespace string
+	// Selector, when set, narrows the cluster Secrets served to those whose
+	// labels match it, on top of the Argo CD label (e.g. certhub.io/enabled=true),
+	// so platform teams opt clusters in through Git. A Secret that stops
+	// matching is disengaged. Defaults to everything.
+	Selector labels.Selector
 	// Scheme is used for every downstream cluster's client and cache. Required.
 	Scheme *runtime.Scheme
 	// ClusterOptions are applied to every downstream cluster (e.g. cache selectors). Optional.
@@ -159,7 +165,7 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	p.recorder = local.GetEventRecorder("certhub-inventory")
 	p.log = local.GetLogger().WithName("inventory")
 	isClusterSecret := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == p.opts.Namespace && o.GetLabels()[SecretTypeLabel] == SecretTypeCluster
+		return o.GetNamespace() == p.opts.Namespace && p.serves(o.GetLabels())
 	})
 	// A Secret that loses the label must be disengaged like a deleted one, so
 	// updates pass when either side matches.
@@ -236,7 +242,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		secret = nil
 	}
-	if secret == nil || secret.DeletionTimestamp != nil || secret.Labels[SecretTypeLabel] != SecretTypeCluster {
+	if secret == nil || secret.DeletionTimestamp != nil || !p.serves(secret.Labels) {
 		p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 		if name, ok := p.remove(req.NamespacedName); ok {
 			p.metrics.reachable.DeleteLabelValues(string(name))
@@ -291,6 +297,14 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	log.Info("cluster connected", "server", parsed.Server)
 	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, parsed.Server)
 	return reconcile.Result{}, nil
+}
+
+// serves reports whether a Secret with these labels registers a cluster this hub serves.
+func (p *Provider) serves(l map[string]string) bool {
+	if l[SecretTypeLabel] != SecretTypeCluster {
+		return false
+	}
+	return p.opts.Selector == nil || p.opts.Selector.Matches(labels.Set(l))
 }
 
 // engage connects to the cluster, starts its cache and hands it to the manager.

@@ -1,0 +1,112 @@
+// Package inventory checks which registrations the hub serves and how it
+// reacts to their changes, on real API servers.
+package inventory
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/envtestmain"
+)
+
+const (
+	issuerName = "inv-ca"
+	optIn      = "certhub.io/enabled"
+)
+
+var env *envtestmain.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName,
+		Hub: func(o *app.Options) { o.ClusterSelector = optIn + "=true" }}, &env))
+}
+
+// reachable returns the certhub_cluster_reachable gauge of cluster, if the hub exports one.
+func reachable(t *testing.T, cluster string) (float64, bool) {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "certhub_cluster_reachable" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label(m, "cluster") == cluster {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func setOptIn(t *testing.T, name string, on bool) {
+	t.Helper()
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: env.Bed.ArgoNamespace(), Name: name}
+	if err := env.Bed.Hub.Client.Get(context.Background(), key, s); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(s.DeepCopy())
+	if on {
+		s.Labels[optIn] = "true"
+	} else {
+		delete(s.Labels, optIn)
+	}
+	if err := env.Bed.Hub.Client.Patch(context.Background(), s, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// --cluster-selector: only opted-in registrations are served; opting in and
+// out through the Secret's labels takes effect live.
+func TestClusterSelectorOptInAndOut(t *testing.T) {
+	ctx := context.Background()
+	in, out := env.Bed.Downstreams[0], env.Bed.Downstreams[1]
+	setOptIn(t, in.Name, true)
+	for _, cp := range env.Bed.Downstreams {
+		testbed.EnsureNamespace(t, cp.Client, "sel")
+		if err := cp.Client.Create(ctx, testbed.ValidCertificate("sel", "web", issuerName)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbed.WaitReady(t, in.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
+	if _, ok := reachable(t, out.Name); ok {
+		t.Errorf("cluster %s is connected although its Secret does not match the selector", out.Name)
+	}
+
+	setOptIn(t, out.Name, true) // opt in through Git: served without a restart
+	testbed.WaitReady(t, out.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
+
+	setOptIn(t, in.Name, false) // opt out: disengaged, nothing deleted downstream
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+		_, ok := reachable(t, in.Name)
+		return !ok, nil
+	})
+	if err != nil {
+		t.Fatalf("cluster %s still connected after opting out", in.Name)
+	}
+	if err := in.Client.Get(ctx, client.ObjectKey{Namespace: "sel", Name: "web-tls"}, &corev1.Secret{}); err != nil {
+		t.Errorf("opting out must not delete anything downstream: %v", err)
+	}
+}

@@ -18,6 +18,11 @@
 //     Event on the Secret and a log line carrying `cluster`, and the next valid
 //     version heals it.
 //   - Deleting a Secret never deletes anything downstream.
-//   - Downstream Secrets are cached only when they carry ManagedLabel, so the
-//     hub never holds every Secret of a downstream cluster in memory.
+//   - A registration with `namespaces` is watched (and so written) only in
+//     those namespaces; the cluster options the caller passes (certsync's
+//     label-selected Secret cache) apply to every cluster.
+//   - The Secret format and its conversion to a rest.Config follow Argo CD's
+//     (util/db SecretToCluster, (*Cluster).RawRestConfig): bearer token,
+//     basic auth, client certificates, exec plugins, AWS via argocd-k8s-auth,
+//     proxies, the in-cluster server.
 package inventory

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -320,6 +321,16 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.Nam
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
 	}}, p.opts.ClusterOptions...)
+	if len(c.Namespaces) > 0 {
+		// A namespace-scoped registration: watch (and so write) only there, so
+		// namespaced RBAC downstream is enough.
+		opts = append(opts, func(o *cluster.Options) {
+			o.Cache.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range c.Namespaces {
+				o.Cache.DefaultNamespaces[ns] = cache.Config{}
+			}
+		})
+	}
 	cl, err := cluster.New(cfg, opts...)
 	if err != nil {
 		return fmt.Errorf("failed to create cluster client: %w", err)

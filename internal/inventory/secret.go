@@ -7,12 +7,17 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
+	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // The Argo CD cluster Secret format (argo-cd util/db/cluster.go).
@@ -22,23 +27,49 @@ const (
 	// SecretTypeCluster is SecretTypeLabel's value for cluster Secrets.
 	SecretTypeCluster = "cluster"
 
-	keyName   = "name"
-	keyServer = "server"
-	keyConfig = "config"
+	keyName             = "name"
+	keyServer           = "server"
+	keyConfig           = "config"
+	keyNamespaces       = "namespaces"
+	keyClusterResources = "clusterResources"
+	keyProject          = "project"
+	keyShard            = "shard"
 )
 
 // ClusterConfig is the JSON in a cluster Secret's `config` key, as Argo CD
 // defines it (v1alpha1.ClusterConfig). []byte fields are base64 in JSON.
 type ClusterConfig struct {
-	Username           string           `json:"username,omitempty"`
-	Password           string           `json:"password,omitempty"`
-	BearerToken        string           `json:"bearerToken,omitempty"`
-	TLSClientConfig    TLSClientConfig  `json:"tlsClientConfig"`
-	AWSAuthConfig      *json.RawMessage `json:"awsAuthConfig,omitempty"`
-	ExecProviderConfig *json.RawMessage `json:"execProviderConfig,omitempty"`
-	DisableCompression bool             `json:"disableCompression,omitempty"`
-	ProxyURL           string           `json:"proxyUrl,omitempty"`
+	Username           string              `json:"username,omitempty"`
+	Password           string              `json:"password,omitempty"`
+	BearerToken        string              `json:"bearerToken,omitempty"`
+	TLSClientConfig    TLSClientConfig     `json:"tlsClientConfig"`
+	AWSAuthConfig      *AWSAuthConfig      `json:"awsAuthConfig,omitempty"`
+	ExecProviderConfig *ExecProviderConfig `json:"execProviderConfig,omitempty"`
+	DisableCompression bool                `json:"disableCompression,omitempty"`
+	ProxyURL           string              `json:"proxyUrl,omitempty"`
 }
+
+// AWSAuthConfig mirrors Argo CD's: EKS authentication through
+// `argocd-k8s-auth aws`, which must then be on the hub's PATH.
+type AWSAuthConfig struct {
+	ClusterName string `json:"clusterName,omitempty"`
+	RoleARN     string `json:"roleARN,omitempty"`
+	Profile     string `json:"profile,omitempty"`
+}
+
+// ExecProviderConfig mirrors Argo CD's exec credential plugin settings.
+type ExecProviderConfig struct {
+	Command            string            `json:"command,omitempty"`
+	Args               []string          `json:"args,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	APIVersion         string            `json:"apiVersion,omitempty"`
+	InstallHint        string            `json:"installHint,omitempty"`
+	ProvideClusterInfo bool              `json:"provideClusterInfo,omitempty"`
+	Config             json.RawMessage   `json:"config,omitempty"`
+}
+
+// InClusterServer is the API server address Argo CD means by "the cluster I run in".
+const InClusterServer = "https://kubernetes.default.svc"
 
 // TLSClientConfig mirrors Argo CD's TLSClientConfig.
 type TLSClientConfig struct {
@@ -59,6 +90,16 @@ type Cluster struct {
 	Config *rest.Config
 	// Hash identifies the connection data; a change means re-engage.
 	Hash string
+	// Namespaces, when set, limits the hub to these namespaces of the cluster
+	// (data.namespaces, comma-separated), as Argo CD does.
+	Namespaces []string
+	// ClusterResources is data.clusterResources ("true").
+	ClusterResources bool
+	// Project is data.project (an Argo CD project-scoped cluster).
+	Project string
+	// Shard is data.shard for Argo CD's controller sharding, nil when absent
+	// or not an integer. certhub's own sharding does not use it.
+	Shard *int
 }
 
 // FieldError says which field of a cluster Secret is wrong.
@@ -109,23 +150,35 @@ func ParseSecret(s *corev1.Secret) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := &Cluster{Name: name, Server: server, Config: cfg, Project: string(s.Data[keyProject]),
+		ClusterResources: string(s.Data[keyClusterResources]) == "true"}
+	for _, ns := range strings.Split(string(s.Data[keyNamespaces]), ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			c.Namespaces = append(c.Namespaces, ns)
+		}
+	}
+	if raw := strings.TrimSpace(string(s.Data[keyShard])); raw != "" {
+		if n, err := strconv.Atoi(raw); err == nil {
+			c.Shard = &n
+		}
+	}
 	h := sha256.New()
-	h.Write([]byte(server))
-	h.Write([]byte{0})
-	h.Write(rawConfig)
-	return &Cluster{Name: name, Server: server, Config: cfg, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+	for _, part := range [][]byte{[]byte(server), rawConfig, s.Data[keyNamespaces], s.Data[keyClusterResources]} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	c.Hash = hex.EncodeToString(h.Sum(nil))
+	return c, nil
 }
 
+// restConfig converts the config the way Argo CD's (*Cluster).RawRestConfig
+// does: AWS auth becomes an exec of `argocd-k8s-auth aws`, an exec provider
+// config becomes an ExecConfig (env map → list, config → runtime.Unknown),
+// both ignoring username/password/token; the in-cluster server uses the
+// pod's service account (with username/password/token overriding it); then
+// the proxy and disableCompression apply. QPS, burst and timeouts are the
+// hub's own settings and are applied by the Provider.
 func restConfig(server string, cc *ClusterConfig) (*rest.Config, error) {
-	if cc.ExecProviderConfig != nil {
-		return nil, &FieldError{Field: "config.execProviderConfig", Reason: "is not supported yet"}
-	}
-	if cc.AWSAuthConfig != nil {
-		return nil, &FieldError{Field: "config.awsAuthConfig", Reason: "is not supported yet"}
-	}
-	if cc.ProxyURL != "" {
-		return nil, &FieldError{Field: "config.proxyUrl", Reason: "is not supported yet"}
-	}
 	tls := cc.TLSClientConfig
 	if len(tls.CAData) > 0 {
 		if err := checkPEM(tls.CAData, "CERTIFICATE"); err != nil {
@@ -143,23 +196,58 @@ func restConfig(server string, cc *ClusterConfig) (*rest.Config, error) {
 			return nil, &FieldError{Field: "config.tlsClientConfig.keyData", Reason: "is not a PEM key", Err: err}
 		}
 	}
-	if cc.BearerToken == "" && cc.Username == "" && len(tls.CertData) == 0 {
-		return nil, &FieldError{Field: "config", Reason: "has no credentials: set bearerToken, username/password or tlsClientConfig.certData/keyData"}
+	tlsConfig := rest.TLSClientConfig{Insecure: tls.Insecure, ServerName: tls.ServerName, CertData: tls.CertData, KeyData: tls.KeyData, CAData: tls.CAData}
+
+	var cfg *rest.Config
+	switch {
+	case server == InClusterServer:
+		ic, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, &FieldError{Field: keyServer, Reason: "is the in-cluster address, but certhub is not running in a cluster", Err: err}
+		}
+		if cc.Username != "" || cc.Password != "" || cc.BearerToken != "" {
+			ic.Username, ic.Password, ic.BearerToken, ic.BearerTokenFile = cc.Username, cc.Password, cc.BearerToken, ""
+		}
+		cfg = ic
+	case cc.AWSAuthConfig != nil:
+		args := []string{"aws", "--cluster-name", cc.AWSAuthConfig.ClusterName}
+		if cc.AWSAuthConfig.RoleARN != "" {
+			args = append(args, "--role-arn", cc.AWSAuthConfig.RoleARN)
+		}
+		if cc.AWSAuthConfig.Profile != "" {
+			args = append(args, "--profile", cc.AWSAuthConfig.Profile)
+		}
+		cfg = &rest.Config{Host: server, TLSClientConfig: tlsConfig, ExecProvider: &clientcmdapi.ExecConfig{
+			APIVersion: "client.authentication.k8s.io/v1beta1", Command: "argocd-k8s-auth", Args: args,
+			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		}}
+	case cc.ExecProviderConfig != nil:
+		e := cc.ExecProviderConfig
+		if e.Command == "" {
+			return nil, &FieldError{Field: "config.execProviderConfig.command", Reason: "is required"}
+		}
+		exec := &clientcmdapi.ExecConfig{APIVersion: e.APIVersion, Command: e.Command, Args: e.Args, InstallHint: e.InstallHint,
+			ProvideClusterInfo: e.ProvideClusterInfo, InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
+		for k, v := range e.Env {
+			exec.Env = append(exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: v})
+		}
+		sort.Slice(exec.Env, func(i, j int) bool { return exec.Env[i].Name < exec.Env[j].Name })
+		if len(e.Config) > 0 {
+			exec.Config = &runtime.Unknown{Raw: e.Config, ContentType: runtime.ContentTypeJSON}
+		}
+		cfg = &rest.Config{Host: server, TLSClientConfig: tlsConfig, ExecProvider: exec}
+	default:
+		cfg = &rest.Config{Host: server, Username: cc.Username, Password: cc.Password, BearerToken: cc.BearerToken, TLSClientConfig: tlsConfig}
 	}
-	return &rest.Config{
-		Host:               server,
-		Username:           cc.Username,
-		Password:           cc.Password,
-		BearerToken:        cc.BearerToken,
-		DisableCompression: cc.DisableCompression,
-		TLSClientConfig: rest.TLSClientConfig{
-			Insecure:   tls.Insecure,
-			ServerName: tls.ServerName,
-			CertData:   tls.CertData,
-			KeyData:    tls.KeyData,
-			CAData:     tls.CAData,
-		},
-	}, nil
+	if cc.ProxyURL != "" {
+		u, err := url.Parse(cc.ProxyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5") {
+			return nil, &FieldError{Field: "config.proxyUrl", Reason: "must be an http, https or socks5 URL", Err: err}
+		}
+		cfg.Proxy = http.ProxyURL(u)
+	}
+	cfg.DisableCompression = cc.DisableCompression
+	return cfg, nil
 }
 
 var errNoPEM = errors.New("no PEM block found")

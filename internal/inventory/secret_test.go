@@ -2,12 +2,16 @@ package inventory
 
 import (
 	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
 	"encoding/pem"
 	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 var testCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not-parsed-here")})
@@ -47,13 +51,18 @@ func TestParseSecret(t *testing.T) {
 		{name: "server not a URL", secret: clusterSecret(map[string]string{"name": "a", "server": "east:6443", "config": good}), wantField: "server"},
 		{name: "missing config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantField: "config"},
 		{name: "malformed config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":`}), wantField: "config"},
-		{name: "no credentials", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{}}`}), wantField: "config"},
+		{name: "anonymous is allowed, as in Argo CD", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{}}`}),
+			wantName: "a", wantHost: "https://a"},
+		{name: "exec without command", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"execProviderConfig":{"apiVersion":"client.authentication.k8s.io/v1"}}`}),
+			wantField: "config.execProviderConfig.command"},
+		{name: "proxy with ftp scheme", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":"t","proxyUrl":"ftp://proxy:21"}`}),
+			wantField: "config.proxyUrl"},
+		{name: "in-cluster outside a cluster", secret: clusterSecret(map[string]string{"name": "in-cluster", "server": InClusterServer, "config": `{"tlsClientConfig":{"insecure":false}}`}),
+			wantField: "server"},
 		{name: "CA not PEM", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":"t","tlsClientConfig":{"caData":"` + b64([]byte("garbage")) + `"}}`}),
 			wantField: "config.tlsClientConfig.caData"},
 		{name: "cert without key", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{"certData":"` + b64(testCA) + `"}}`}),
 			wantField: "config.tlsClientConfig.certData"},
-		{name: "exec not yet supported", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"execProviderConfig":{"command":"x"}}`}),
-			wantField: "config.execProviderConfig"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,6 +117,62 @@ func TestNewSecretRoundTripsAndHashTracksConnectionData(t *testing.T) {
 	c, _ := ParseSecret(s)
 	if c.Hash != a.Hash {
 		t.Errorf("hash changed on a label-only change")
+	}
+}
+
+// The auth forms map to rest.Config the way Argo CD's RawRestConfig maps them.
+func TestAuthFormsMapLikeArgoCD(t *testing.T) {
+	exec := `{"bearerToken":"ignored","execProviderConfig":{"command":"get-token","args":["--x"],"env":{"B":"2","A":"1"},` +
+		`"apiVersion":"client.authentication.k8s.io/v1","installHint":"install it","provideClusterInfo":true,"config":{"k":"v"}}}`
+	c, err := ParseSecret(clusterSecret(map[string]string{"name": "e", "server": "https://e", "config": exec}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Config.ExecProvider
+	if e == nil || e.Command != "get-token" || e.Args[0] != "--x" || e.APIVersion != "client.authentication.k8s.io/v1" ||
+		e.InstallHint != "install it" || !e.ProvideClusterInfo || e.InteractiveMode != "Never" || c.Config.BearerToken != "" {
+		t.Fatalf("exec config %+v, token %q", e, c.Config.BearerToken)
+	}
+	if len(e.Env) != 2 || e.Env[0].Name != "A" || e.Env[1].Value != "2" || string(e.Config.(*runtime.Unknown).Raw) != `{"k":"v"}` {
+		t.Fatalf("exec env %+v config %v", e.Env, e.Config)
+	}
+	aws := `{"awsAuthConfig":{"clusterName":"prod","roleARN":"arn:aws:iam::1:role/r","profile":"p"},"tlsClientConfig":{"caData":"` + b64(testCA) + `"}}`
+	c, err = ParseSecret(clusterSecret(map[string]string{"name": "eks", "server": "https://eks", "config": aws}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := c.Config.ExecProvider; e == nil || e.Command != "argocd-k8s-auth" || strings.Join(e.Args, " ") != "aws --cluster-name prod --role-arn arn:aws:iam::1:role/r --profile p" ||
+		e.APIVersion != "client.authentication.k8s.io/v1beta1" || string(c.Config.CAData) != string(testCA) {
+		t.Fatalf("aws exec config %+v", e)
+	}
+	proxied := `{"bearerToken":"t","proxyUrl":"socks5://proxy:1080","disableCompression":true,"tlsClientConfig":{"insecure":true,"serverName":"api.internal"}}`
+	c, err = ParseSecret(clusterSecret(map[string]string{"name": "p", "server": "https://p", "config": proxied}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := c.Config.Proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: "p"}})
+	if u == nil || u.String() != "socks5://proxy:1080" || !c.Config.DisableCompression || !c.Config.Insecure || c.Config.ServerName != "api.internal" {
+		t.Fatalf("proxy %v compression off %v insecure %v serverName %q", u, c.Config.DisableCompression, c.Config.Insecure, c.Config.ServerName)
+	}
+}
+
+func TestScopeFields(t *testing.T) {
+	s := clusterSecret(map[string]string{"name": "n", "server": "https://n", "config": `{"bearerToken":"t"}`,
+		"namespaces": " team-a, team-b ,", "clusterResources": "true", "project": "platform", "shard": "2"})
+	c, err := ParseSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Namespaces, "|") != "team-a|team-b" || !c.ClusterResources || c.Project != "platform" || c.Shard == nil || *c.Shard != 2 {
+		t.Fatalf("scope fields: %+v", c)
+	}
+	s.Data["shard"] = []byte("two") // Argo CD logs and ignores a bad shard
+	if c2, err := ParseSecret(s); err != nil || c2.Shard != nil {
+		t.Fatalf("bad shard: %v %v", c2.Shard, err)
+	}
+	s.Data["namespaces"] = []byte("team-a")
+	if c3, _ := ParseSecret(s); c3.Hash == c.Hash {
+		t.Errorf("a namespace change must re-engage (hash unchanged)")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/certhub/certhub/internal/inventory"
 )
@@ -91,6 +92,64 @@ func (b *Bed) ServiceAccountToken(ctx context.Context, cp *ControlPlane) (string
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("failed to create token in %s: %w", cp.Name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// ClientCertificate returns a client certificate and key for a new user of cp
+// bound to certhub's downstream ClusterRole: the TLS-client-certificate form
+// of an Argo CD registration.
+func (b *Bed) ClientCertificate(ctx context.Context, cp *ControlPlane, user string) (certPEM, keyPEM []byte, err error) {
+	if _, err := b.ServiceAccountToken(ctx, cp); err != nil { // ensures the ClusterRole
+		return nil, nil, err
+	}
+	u, err := cp.env.AddUser(envtest.User{Name: user}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to add user %s to %s: %w", user, cp.Name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: DownstreamClusterRole + "-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: DownstreamClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, binding)); err != nil {
+		return nil, nil, fmt.Errorf("failed to bind %s: %w", user, err)
+	}
+	cfg := u.Config()
+	return cfg.CertData, cfg.KeyData, nil
+}
+
+// NamespacedToken returns a token of a ServiceAccount that may do in
+// namespace ns of cp what certhub needs, and nothing anywhere else (a Role,
+// not a ClusterRole): the credentials of a namespace-scoped registration.
+func (b *Bed) NamespacedToken(ctx context.Context, cp *ControlPlane, ns string) (string, error) {
+	c := cp.Client
+	if err := ensureNamespace(ctx, c, ns); err != nil {
+		return "", err
+	}
+	name := "certhub-hub-" + ns
+	objs := []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: downstreamRules},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+		},
+	}
+	for _, o := range objs {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
+			return "", fmt.Errorf("failed to create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return "", err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to create token: %w", err)
 	}
 	return tr.Status.Token, nil
 }

@@ -27,6 +27,9 @@ type Options struct {
 	Downstreams int
 	// Issuer names the CA ClusterIssuer to create in the hub. Required.
 	Issuer string
+	// Unregistered leaves the last this many downstream clusters without a
+	// registration, for tests that register them their own way.
+	Unregistered int
 	// Hub, when set, runs one replica in-process; it may adjust the options
 	// (namespaces and identity "replica-0" are already set, metrics and probes off).
 	Hub func(*app.Options)
@@ -98,7 +101,7 @@ func Run(m *testing.M, opts Options, env **Env) int {
 		return fail("CA issuer", err)
 	}
 	e.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
-	for _, cp := range e.Bed.Downstreams {
+	for _, cp := range e.Bed.Downstreams[:len(e.Bed.Downstreams)-opts.Unregistered] {
 		if _, err := e.Bed.Register(ctx, cp); err != nil {
 			return fail("register", err)
 		}

@@ -27,7 +27,7 @@ const (
 var env *envtestmain.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName,
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName,
 		Hub: func(o *app.Options) { o.ClusterSelector = optIn + "=true" }}, &env))
 }
 

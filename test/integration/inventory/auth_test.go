@@ -1,0 +1,160 @@
+package inventory
+
+import (
+	"context"
+	"strings"
+	"time"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/testbed"
+)
+
+// register writes an opted-in Argo CD cluster Secret for the third downstream
+// API server under name, with cc, and removes it when the test ends.
+func register(t *testing.T, name string, cc inventory.ClusterConfig, data map[string]string) {
+	t.Helper()
+	cp := env.Bed.Downstreams[2]
+	s, err := inventory.NewSecret(env.Bed.ArgoNamespace(), name, name, cp.Server(), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Labels[optIn] = "true"
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	if err := env.Bed.Hub.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
+}
+
+// issuedVia registers the third API server under name with cc and checks a
+// Certificate there is issued, then unregisters it (one registration per
+// server at a time, so two "clusters" never reconcile the same objects).
+func issuedVia(t *testing.T, name string, cc inventory.ClusterConfig) {
+	t.Helper()
+	cp := env.Bed.Downstreams[2]
+	ns := "auth-" + name
+	testbed.EnsureNamespace(t, cp.Client, ns)
+	register(t, name, cc, nil)
+	crt := testbed.ValidCertificate(ns, "web", issuerName)
+	if err := cp.Client.Create(context.Background(), crt); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+}
+
+// Each credential form a real kube-apiserver accepts connects and issues.
+func TestAuthForms(t *testing.T) {
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[2]
+	token, err := env.Bed.ServiceAccountToken(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := inventory.TLSClientConfig{CAData: cp.Config.CAData}
+
+	t.Run("bearer token (TokenRequest)", func(t *testing.T) {
+		issuedVia(t, "bearer", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: ca})
+	})
+	t.Run("TLS client certificate", func(t *testing.T) {
+		certPEM, keyPEM, err := env.Bed.ClientCertificate(ctx, cp, "certhub-cert-user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		issuedVia(t, "clientcert", inventory.ClusterConfig{TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData, CertData: certPEM, KeyData: keyPEM}})
+	})
+	t.Run("exec plugin", func(t *testing.T) {
+		plugin := filepath.Join(t.TempDir(), "get-token")
+		script := "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$CERTHUB_TOKEN\"\n"
+		if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		issuedVia(t, "exec", inventory.ClusterConfig{TLSClientConfig: ca, ExecProviderConfig: &inventory.ExecProviderConfig{
+			Command: plugin, APIVersion: "client.authentication.k8s.io/v1", Env: map[string]string{"CERTHUB_TOKEN": token}}})
+	})
+	t.Run("CA pinned with serverName", func(t *testing.T) {
+		issuedVia(t, "servername", inventory.ClusterConfig{BearerToken: token,
+			TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData, ServerName: "localhost"}})
+	})
+	t.Run("serverName mismatch is refused and reported", func(t *testing.T) {
+		register(t, "wrongname", inventory.ClusterConfig{BearerToken: token,
+			TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData, ServerName: "wrong.example.com"}}, nil)
+		waitSecretEvent(t, "wrongname", inventory.ReasonClusterUnreachable, "x509")
+	})
+	t.Run("insecure", func(t *testing.T) {
+		issuedVia(t, "insecure", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{Insecure: true}})
+	})
+}
+
+// A registration with `namespaces` is served only there, with namespaced
+// RBAC; the same credentials are refused elsewhere by the API server.
+func TestNamespaceScopedRegistration(t *testing.T) {
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[2]
+	token, err := env.Bed.NamespacedToken(ctx, cp, "scoped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbed.EnsureNamespace(t, cp.Client, "elsewhere")
+	outside := testbed.ValidCertificate("elsewhere", "not-mine", issuerName)
+	if err := cp.Client.Create(ctx, outside); err != nil {
+		t.Fatal(err)
+	}
+	register(t, "scoped", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}},
+		map[string]string{"namespaces": "scoped"})
+	inside := testbed.ValidCertificate("scoped", "mine", issuerName)
+	if err := cp.Client.Create(ctx, inside); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(inside))
+
+	got := &corev1.Secret{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "not-mine-tls"}, got); !apierrors.IsNotFound(err) {
+		t.Errorf("a Secret was written outside the registration's namespaces (err %v)", err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: cp.Server(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cp.Config.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().Secrets("elsewhere").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the scoped credentials read Secrets in another namespace: err %v", err)
+	}
+	if _, err := cs.CoreV1().Secrets("scoped").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the scoped credentials cannot list their own namespace: %v", err)
+	}
+}
+
+// waitSecretEvent waits for an Event on the cluster Secret name with reason
+// and a note containing fragment.
+func waitSecretEvent(t *testing.T, name, reason, fragment string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, testbed.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Bed.Hub.Client.List(ctx, list, client.InNamespace(env.Bed.ArgoNamespace())); err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, fragment) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no Event %s mentioning %q on cluster Secret %s", reason, fragment, name)
+	}
+}

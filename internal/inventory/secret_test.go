@@ -2,11 +2,11 @@ package inventory
 
 import (
 	"encoding/base64"
+	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
-	"encoding/pem"
-	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"

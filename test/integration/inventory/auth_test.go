@@ -2,11 +2,11 @@ package inventory
 
 import (
 	"context"
-	"strings"
-	"time"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"

@@ -314,7 +314,7 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.Nam
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
 	p.metrics.instrument(c.Name, cfg)
-	if err := p.probe(ctx, cfg); err != nil {
+	if err := p.probe(ctx, cfg, c); err != nil {
 		return err
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {
@@ -371,19 +371,34 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.Nam
 	return nil
 }
 
-// probe makes one cheap authenticated request so unreachable servers and bad
-// credentials are reported before anything is engaged.
-func (p *Provider) probe(ctx context.Context, cfg *rest.Config) error {
+// probe makes one cheap request that needs what the hub needs — listing
+// Certificates (in the first registered namespace, if scoped) — so unreachable
+// servers, bad or anonymous credentials, missing RBAC and missing CRDs are
+// reported before anything is engaged.
+func (p *Provider) probe(ctx context.Context, cfg *rest.Config, c *Cluster) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = p.opts.ConnectTimeout
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("failed to build discovery client: %w", err)
+		return fmt.Errorf("failed to build client: %w", err)
 	}
-	if _, err := dc.ServerVersion(); err != nil {
+	path := "/apis/cert-manager.io/v1/certificates"
+	if len(c.Namespaces) > 0 {
+		path = "/apis/cert-manager.io/v1/namespaces/" + c.Namespaces[0] + "/certificates"
+	}
+	err = dc.RESTClient().Get().AbsPath(path).Param("limit", "1").Do(ctx).Error()
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("API server %s refused the credentials (401 Unauthorized): %w", cfg.Host, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the credentials may not list Certificates at %s (403 Forbidden; see kustomize/downstream for the RBAC): %w", cfg.Host, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("cert-manager's CRDs are not installed at %s: %w", cfg.Host, err)
+	default:
 		return fmt.Errorf("failed to reach API server %s: %w", cfg.Host, err)
 	}
-	return ctx.Err()
 }
 
 // remove disengages the cluster served from secret, if any, and reports its name.

@@ -6,7 +6,9 @@
 #   test-integration  envtest: real kube-apiserver + etcd, 1 hub + 2 downstream
 #                     control planes, a hub replica in-process, with -race.
 #   test-e2e          the built binary's `certhub demo` flow, end to end.
-#   test              unit + integration (what CI runs, with lint and demo).
+#   test-argocd       test/argocd, its own Go module pinning argo-cd/v3: Argo CD's
+#                     SecretToCluster/RawRestConfig vs `certhub cluster validate`.
+#   test              unit + integration + argocd (what CI runs, with lint and demo).
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -46,7 +48,7 @@ demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo
 
 .PHONY: test
-test: test-unit test-integration ## Unit and integration tests
+test: test-unit test-integration test-argocd ## Unit, integration and Argo CD conformance tests
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server)
@@ -55,6 +57,10 @@ test-unit: ## Unit tests (no API server)
 .PHONY: test-integration
 test-integration: envtest ## Integration tests on real API servers (1 hub + 2 downstream)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/integration/...
+
+.PHONY: test-argocd
+test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3's own code does (separate module)
+	cd test/argocd && GOWORK=off $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: demo ## The demo flow with the built binary

@@ -42,6 +42,8 @@ type Options struct {
 	ClusterSecretNamespace string
 	// ClusterSelector optionally narrows the cluster Secrets served (label selector syntax).
 	ClusterSelector string
+	// KubeconfigDir, when set, replaces the cluster Secrets: one cluster per kubeconfig file.
+	KubeconfigDir string
 	// MetricsAddr defaults to DefaultMetricsAddr; "0" disables the metrics server.
 	MetricsAddr string
 	// HealthProbeAddr defaults to DefaultHealthProbeAddr; "0" disables probes.
@@ -92,6 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the hub cluster (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Hub namespace for certhub's own objects (ClusterIssuer CA Secrets, Leases)")
 	fs.StringVar(&o.ClusterSecretNamespace, "cluster-secret-namespace", o.ClusterSecretNamespace, "Hub namespace holding Argo CD cluster Secrets")
+	fs.StringVar(&o.KubeconfigDir, "kubeconfig-dir", o.KubeconfigDir, "Serve one cluster per kubeconfig file in this directory (named after the file) instead of Argo CD cluster Secrets")
 	fs.StringVar(&o.ClusterSelector, "cluster-selector", o.ClusterSelector, "Serve only cluster Secrets whose labels match this selector, e.g. certhub.io/enabled=true (default: all)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")

@@ -94,6 +94,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	provider, err := inventory.New(inventory.Options{
 		Namespace:      o.ClusterSecretNamespace,
 		Selector:       selector,
+		KubeconfigDir:  o.KubeconfigDir,
 		Scheme:         scheme,
 		ClusterOptions: []cluster.Option{certsync.CacheOptions()},
 	})

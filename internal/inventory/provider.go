@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,6 +68,11 @@ type Options struct {
 	Burst int
 	// Registerer receives the certhub_cluster_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
+	// KubeconfigDir, when set, is the inventory instead of cluster Secrets:
+	// one cluster per kubeconfig file, named after the file. Defaults to "" (Secrets).
+	KubeconfigDir string
+	// DirResync is how often KubeconfigDir is rescanned. Defaults to DefaultDirResync.
+	DirResync time.Duration
 }
 
 func (o *Options) defaults() {
@@ -89,6 +93,9 @@ func (o *Options) defaults() {
 	}
 	if o.Registerer == nil {
 		o.Registerer = metrics.Registry
+	}
+	if o.DirResync == 0 {
+		o.DirResync = DefaultDirResync
 	}
 }
 
@@ -123,7 +130,7 @@ type Provider struct {
 
 	mu       sync.Mutex // guards the maps below; never held across an API call
 	clusters map[multicluster.ClusterName]*engaged
-	bySecret map[types.NamespacedName]multicluster.ClusterName
+	bySource map[string]multicluster.ClusterName // by source key: "<ns>/<secret>" or "file:<path>"
 	indexers []index
 }
 
@@ -131,7 +138,7 @@ type engaged struct {
 	cl     cluster.Cluster
 	cancel context.CancelFunc
 	hash   string
-	secret types.NamespacedName
+	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
 }
 
 type index struct {
@@ -155,16 +162,20 @@ func New(opts Options) (*Provider, error) {
 		metrics:  m,
 		started:  make(chan struct{}),
 		clusters: map[multicluster.ClusterName]*engaged{},
-		bySecret: map[types.NamespacedName]multicluster.ClusterName{},
+		bySource: map[string]multicluster.ClusterName{},
 	}, nil
 }
 
-// SetupWithManager registers the cluster Secret controller on mgr's local (hub) manager.
+// SetupWithManager registers the cluster Secret controller on mgr's local
+// (hub) manager; with Options.KubeconfigDir, Start scans the directory instead.
 func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	local := mgr.GetLocalManager()
 	p.hub = local.GetClient()
 	p.recorder = local.GetEventRecorder("certhub-inventory")
 	p.log = local.GetLogger().WithName("inventory")
+	if p.opts.KubeconfigDir != "" {
+		return nil
+	}
 	isClusterSecret := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == p.opts.Namespace && p.serves(o.GetLabels())
 	})
@@ -186,6 +197,10 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	p.ctx, p.aware = ctx, aware
 	close(p.started)
+	if p.opts.KubeconfigDir != "" {
+		p.watchDir(ctx, p.opts.KubeconfigDir)
+		return nil
+	}
 	<-ctx.Done()
 	return nil
 }
@@ -245,7 +260,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	if secret == nil || secret.DeletionTimestamp != nil || !p.serves(secret.Labels) {
 		p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
-		if name, ok := p.remove(req.NamespacedName); ok {
+		if name, ok := p.remove(req.String()); ok {
 			p.metrics.reachable.DeleteLabelValues(string(name))
 			log.Info("cluster disengaged: its Secret is gone", "cluster", name)
 			if secret != nil {
@@ -269,26 +284,26 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	log = log.WithValues("cluster", name)
 
 	p.mu.Lock()
-	if other, ok := p.clusters[name]; ok && other.secret != req.NamespacedName {
+	if other, ok := p.clusters[name]; ok && other.source != req.String() {
 		p.mu.Unlock()
-		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", other.secret.String())
+		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", other.source)
 		p.metrics.invalid.WithLabelValues(req.String(), ReasonDuplicateClusterName).Set(1)
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonDuplicateClusterName, "Register",
-			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, other.secret)
+			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, other.source)
 		return reconcile.Result{}, nil
 	}
-	prevName, hadPrev := p.bySecret[req.NamespacedName]
+	prevName, hadPrev := p.bySource[req.String()]
 	unchanged := hadPrev && prevName == name && p.clusters[name].hash == parsed.Hash
 	p.mu.Unlock()
 	if unchanged {
 		return reconcile.Result{}, nil
 	}
 	if hadPrev {
-		p.remove(req.NamespacedName)
+		p.remove(req.String())
 		log.Info("cluster connection data changed; re-engaging", "previousName", prevName)
 	}
 
-	if err := p.engage(ctx, p.log.WithValues("cluster", name), req.NamespacedName, parsed); err != nil {
+	if err := p.engage(ctx, p.log.WithValues("cluster", name), req.String(), parsed); err != nil {
 		p.metrics.reachable.WithLabelValues(string(name)).Set(0)
 		log.Error(err, "failed to engage cluster")
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
@@ -310,7 +325,7 @@ func (p *Provider) serves(l map[string]string) bool {
 
 // engage connects to the cluster, starts its cache and hands it to the manager.
 // log becomes the cluster's own logger, so it must not carry reconcile values.
-func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.NamespacedName, c *Cluster) error {
+func (p *Provider) engage(ctx context.Context, log logr.Logger, source string, c *Cluster) error {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
 	p.metrics.instrument(c.Name, cfg)
@@ -360,12 +375,12 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, secret types.Nam
 
 	name := multicluster.ClusterName(c.Name)
 	p.mu.Lock()
-	p.clusters[name] = &engaged{cl: cl, cancel: cancel, hash: c.Hash, secret: secret}
-	p.bySecret[secret] = name
+	p.clusters[name] = &engaged{cl: cl, cancel: cancel, hash: c.Hash, source: source}
+	p.bySource[source] = name
 	p.mu.Unlock()
 
 	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
-		p.remove(secret)
+		p.remove(source)
 		return fmt.Errorf("failed to engage cluster %q: %w", name, err)
 	}
 	return nil
@@ -401,14 +416,14 @@ func (p *Provider) probe(ctx context.Context, cfg *rest.Config, c *Cluster) erro
 	}
 }
 
-// remove disengages the cluster served from secret, if any, and reports its name.
-func (p *Provider) remove(secret types.NamespacedName) (multicluster.ClusterName, bool) {
+// remove disengages the cluster served from source, if any, and reports its name.
+func (p *Provider) remove(source string) (multicluster.ClusterName, bool) {
 	p.mu.Lock()
-	name, ok := p.bySecret[secret]
+	name, ok := p.bySource[source]
 	var e *engaged
 	if ok {
 		e = p.clusters[name]
-		delete(p.bySecret, secret)
+		delete(p.bySource, source)
 		delete(p.clusters, name)
 	}
 	p.mu.Unlock()

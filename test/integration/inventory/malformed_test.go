@@ -80,6 +80,31 @@ func TestMalformedRegistrations(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { waitSecretEvent(t, "bad-"+c.name, c.reason, c.fragment) })
 	}
+
+	// Fixing a broken Secret in place heals it, without a restart.
+	t.Run("fixed later", func(t *testing.T) {
+		target := env.Bed.Downstreams[1]
+		token, err := env.Bed.ServiceAccountToken(ctx, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &corev1.Secret{}
+		if err := env.Bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: env.Bed.ArgoNamespace(), Name: "bad-bad-json"}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["name"], s.Data["server"] = []byte("healed"), []byte(target.Server())
+		s.Data["config"] = []byte(`{"bearerToken":"` + token + `","tlsClientConfig":{"caData":"` + b64(target.Config.CAData) + `"}}`)
+		if err := env.Bed.Hub.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		testbed.EnsureNamespace(t, target.Client, "healed")
+		crt := testbed.ValidCertificate("healed", "web", issuerName)
+		if err := target.Client.Create(ctx, crt); err != nil {
+			t.Fatal(err)
+		}
+		testbed.WaitReady(t, target.Client, client.ObjectKeyFromObject(crt))
+		waitSecretEvent(t, "bad-bad-json", inventory.ReasonClusterConnected, "healed")
+	})
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

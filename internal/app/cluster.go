@@ -25,7 +25,7 @@ func newClusterCommand() *cobra.Command {
 		Use:   "cluster",
 		Short: "Work with cluster registrations (Argo CD cluster Secrets) for Git",
 	}
-	cmd.AddCommand(newValidateCommand())
+	cmd.AddCommand(newClusterAddCommand(), newValidateCommand())
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,26 +17,14 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 )
 
-// Names of the objects Register creates in a downstream cluster.
+// Names of the objects Register creates in a downstream cluster (see inventory.GrantAccess).
 const (
-	// DownstreamNamespace holds the hub's ServiceAccount in each downstream cluster.
-	DownstreamNamespace = "certhub-system"
-	// DownstreamServiceAccount is the identity the hub uses downstream.
-	DownstreamServiceAccount = "certhub-hub"
-	// DownstreamClusterRole is the least privilege the hub needs downstream.
-	DownstreamClusterRole = "certhub-downstream"
+	DownstreamNamespace      = inventory.DownstreamNamespace
+	DownstreamServiceAccount = inventory.DownstreamServiceAccount
+	DownstreamClusterRole    = inventory.DownstreamClusterRole
 	// tokenLifetime is long enough for any test or demo run.
 	tokenLifetime = 24 * 60 * 60
 )
-
-// downstreamRules is what the hub's credentials may do in a downstream cluster.
-var downstreamRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates/status"}, Verbs: []string{"get", "update", "patch"}},
-	{APIGroups: []string{"cert-manager.io"}, Resources: []string{"issuers"}, Verbs: []string{"get"}},
-	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
-	{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-}
 
 // Register creates certhub's ServiceAccount and RBAC in cp, mints a token and
 // creates cp's Argo CD cluster Secret in the hub's Argo namespace.
@@ -66,34 +55,14 @@ func (b *Bed) RegisterAs(ctx context.Context, cp *ControlPlane, clusterName stri
 // ServiceAccountToken ensures the hub's ServiceAccount and RBAC exist in cp
 // and returns a fresh token for it (TokenRequest API).
 func (b *Bed) ServiceAccountToken(ctx context.Context, cp *ControlPlane) (string, error) {
-	c := cp.Client
-	if err := ensureNamespace(ctx, c, DownstreamNamespace); err != nil {
-		return "", err
-	}
-	objs := []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: DownstreamServiceAccount, Namespace: DownstreamNamespace}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: DownstreamClusterRole}, Rules: downstreamRules},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: DownstreamClusterRole},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: DownstreamClusterRole},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: DownstreamServiceAccount, Namespace: DownstreamNamespace}},
-		},
-	}
-	for _, o := range objs {
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
-			return "", fmt.Errorf("failed to create %T %s in %s: %w", o, o.GetName(), cp.Name, err)
-		}
+	if err := inventory.GrantAccess(ctx, cp.Client, nil); err != nil {
+		return "", fmt.Errorf("%s: %w", cp.Name, err)
 	}
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return "", fmt.Errorf("failed to create clientset for %s: %w", cp.Name, err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(DownstreamNamespace).CreateToken(ctx, DownstreamServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenLifetime)}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("failed to create token in %s: %w", cp.Name, err)
-	}
-	return tr.Status.Token, nil
+	return inventory.MintToken(ctx, cs, tokenLifetime*time.Second)
 }
 
 // ClientCertificate returns a client certificate and key for a new user of cp
@@ -130,7 +99,7 @@ func (b *Bed) NamespacedToken(ctx context.Context, cp *ControlPlane, ns string) 
 	name := "certhub-hub-" + ns
 	objs := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: downstreamRules},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: inventory.DownstreamRules()},
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},

@@ -4,7 +4,13 @@ package manifests
 
 import (
 	"path/filepath"
+	"reflect"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/certhub/certhub/internal/inventory"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
@@ -59,4 +65,26 @@ func TestDownstreamAndExamplesBuild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kustomize/downstream grants exactly what the hub's code says it needs.
+func TestDownstreamRBACMatchesTheCode(t *testing.T) {
+	for _, r := range build(t, "kustomize/downstream").Resources() {
+		if r.GetKind() != "ClusterRole" {
+			continue
+		}
+		raw, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal(raw, role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Name != inventory.DownstreamClusterRole || !reflect.DeepEqual(role.Rules, inventory.DownstreamRules()) {
+			t.Fatalf("kustomize/downstream ClusterRole %s rules\n%+v\ndiffer from inventory.DownstreamRules()\n%+v", role.Name, role.Rules, inventory.DownstreamRules())
+		}
+		return
+	}
+	t.Fatal("kustomize/downstream has no ClusterRole")
 }

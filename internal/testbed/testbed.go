@@ -137,20 +137,33 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if err != nil {
 			return err
 		}
-		for _, doc := range bytes.Split(raw, []byte("\n---")) {
-			doc = bytes.TrimPrefix(bytes.TrimSpace(doc), []byte("---"))
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
-				return fmt.Errorf("failed to decode CRD in %s: %w", path, err)
-			}
-			out = append(out, crd)
+		crds, err := DecodeCRDs(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
+		out = append(out, crds...)
 		return nil
 	})
 	return out, err
+}
+
+// DecodeCRDs decodes the CustomResourceDefinitions in a multi-document YAML file.
+func DecodeCRDs(raw []byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, doc := range bytes.Split(raw, []byte("\n---")) {
+		doc = bytes.TrimPrefix(bytes.TrimSpace(doc), []byte("---"))
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(doc, crd); err != nil {
+			return nil, fmt.Errorf("failed to decode CRD: %w", err)
+		}
+		if crd.Kind == "CustomResourceDefinition" {
+			out = append(out, crd)
+		}
+	}
+	return out, nil
 }
 
 // Start starts the hub and the downstream control planes in parallel and

@@ -1,0 +1,237 @@
+// Package gitops checks that the shipped GitOps assets are real: every
+// kustomization renders (kustomize/api) and every object it renders, plus
+// argo/ and examples/, passes server-side dry-run against a real hub API
+// server with the cert-manager and Argo CD CRDs; and the hub runs end to end
+// with exactly the RBAC of kustomize/base.
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/envtestmain"
+)
+
+const (
+	issuerName  = "gitops-ca"
+	argoVersion = "github.com/argoproj/argo-cd/v3@v3.5.7"
+)
+
+var env *envtestmain.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 1, Unregistered: 1, Issuer: issuerName, Logs: io.Discard,
+		Setup: func(ctx context.Context, e *envtestmain.Env) error { return installArgoCRDs(e.Bed) }}, &env))
+}
+
+// installArgoCRDs installs Argo CD's CRDs from the argo-cd module.
+func installArgoCRDs(bed *testbed.Bed) error {
+	out, err := exec.Command("go", "mod", "download", "-json", argoVersion).Output()
+	if err != nil {
+		return err
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return errors.New("go mod download gave no directory for " + argoVersion)
+	}
+	files, err := filepath.Glob(filepath.Join(mod.Dir, "manifests", "crds", "*-crd.yaml"))
+	if err != nil || len(files) == 0 {
+		return errors.New("no Argo CD CRDs in " + mod.Dir)
+	}
+	opts := envtest.CRDInstallOptions{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crds, err := testbed.DecodeCRDs(raw)
+		if err != nil {
+			return err
+		}
+		opts.CRDs = append(opts.CRDs, crds...)
+	}
+	_, err = envtest.InstallCRDs(bed.Hub.Config, opts)
+	return err
+}
+
+func repo(p string) string { return filepath.Join("..", "..", "..", p) }
+
+// render returns the objects of a kustomization, or of a plain YAML file.
+func render(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	var raw []byte
+	if strings.HasSuffix(path, ".yaml") {
+		b, err := os.ReadFile(repo(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = b
+	} else {
+		m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), repo(path))
+		if err != nil {
+			t.Fatalf("kustomize build %s: %v", path, err)
+		}
+		if raw, err = m.AsYaml(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Every shipped manifest is accepted by a real API server (server-side
+// dry-run, so schemas and CRD validation apply), except PrometheusRule whose
+// CRD belongs to the Prometheus Operator.
+func TestManifestsPassServerSideDryRun(t *testing.T) {
+	ctx := context.Background()
+	c := env.Bed.Hub.Client
+	for _, ns := range []string{"certhub", "argocd", "shop", "certhub-system"} {
+		testbed.EnsureNamespace(t, c, ns)
+	}
+	// The dry-run does check schemas: a misspelt field is refused.
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "typo", "namespace": "argocd"},
+		"spec":     map[string]any{"project": "default", "sourc": map[string]any{"repoURL": "x"}, "destination": map[string]any{}},
+	}}
+	if err := c.Patch(ctx, bad, client.Apply, client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership); err == nil {
+		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
+	}
+	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream",
+		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml",
+		"examples/clusters/east", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/certificate.yaml"} {
+		t.Run(path, func(t *testing.T) {
+			objs := render(t, path)
+			if len(objs) == 0 {
+				t.Fatal("renders nothing")
+			}
+			for _, o := range objs {
+				err := c.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership)
+				if err != nil {
+					t.Errorf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+// The hub runs with exactly the RBAC kustomize/base grants its ServiceAccount,
+// and the downstream with what `cluster add` grants; issuance works end to
+// end, and the hub's identity is refused what it was not granted.
+func TestHubRunsWithItsOwnRBAC(t *testing.T) {
+	ctx := context.Background()
+	hub := env.Bed.Hub
+	for _, o := range render(t, "kustomize/base") {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := hub.Client.Patch(ctx, o, client.Apply, client.FieldOwner("gitops-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	cs, err := kubernetes.NewForConfig(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("certhub").CreateToken(ctx, "certhub", tokenRequest(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubAsSA := &rest.Config{Host: hub.Config.Host, BearerToken: tr.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: hub.Config.CAData}}
+
+	// Refused: reading Secrets outside the namespaces the hub was given.
+	saCS, err := kubernetes.NewForConfig(hubAsSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saCS.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the hub's ServiceAccount may read Secrets in kube-system (err %v)", err)
+	}
+
+	// The downstream registration made by `cluster add`'s code path.
+	cp := env.Bed.Downstreams[0]
+	if err := inventory.GrantAccess(ctx, cp.Client, nil); err != nil {
+		t.Fatal(err)
+	}
+	dcs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := inventory.MintToken(ctx, dcs, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := inventory.NewSecret(env.Bed.ArgoNamespace(), cp.Name, cp.Name, cp.Server(),
+		inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+
+	o := app.NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = "certhub", env.Bed.ArgoNamespace()
+	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "rbac-0"
+	// The CA key pair lives in the hub namespace the base RBAC covers.
+	if _, err := env.Bed.CreateCAIssuer(ctx, "rbac-ca"); err != nil { // the bed's hub namespace is certhub too
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx, hubAsSA, o) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("hub running as its ServiceAccount: %v", err)
+		}
+	}()
+	testbed.EnsureNamespace(t, cp.Client, "rbac")
+	crt := testbed.ValidCertificate("rbac", "web", "rbac-ca")
+	if err := cp.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+}
+
+func tokenRequest() *authenticationv1.TokenRequest {
+	return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+}

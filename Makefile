@@ -48,7 +48,7 @@ demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo
 
 .PHONY: test
-test: test-unit test-integration test-argocd ## Unit, integration and Argo CD conformance tests
+test: test-unit test-argocd test-integration ## Unit, Argo CD conformance and integration tests
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server)

@@ -58,7 +58,7 @@ func TestHubOverlaysBuild(t *testing.T) {
 }
 
 func TestDownstreamAndExamplesBuild(t *testing.T) {
-	for _, dir := range []string{"kustomize/downstream", "examples/clusters/east"} {
+	for _, dir := range []string{"kustomize/downstream", "kustomize/downstream-namespaced", "examples/clusters/east"} {
 		t.Run(dir, func(t *testing.T) {
 			if n := build(t, dir).Size(); n == 0 {
 				t.Errorf("%s renders nothing", dir)

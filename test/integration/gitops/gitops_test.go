@@ -19,6 +19,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/inventory"
@@ -123,7 +125,7 @@ func render(t *testing.T, path string) []*unstructured.Unstructured {
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
 	c := env.Bed.Hub.Client
-	for _, ns := range []string{"certhub", "argocd", "shop", "certhub-system"} {
+	for _, ns := range []string{"certhub", "argocd", "shop", "certhub-system", "apps"} {
 		testbed.EnsureNamespace(t, c, ns)
 	}
 	// The dry-run does check schemas: a misspelt field is refused.
@@ -135,8 +137,8 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 	if err := c.Patch(ctx, bad, client.Apply, client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership); err == nil {
 		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
 	}
-	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream",
-		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml",
+	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
+		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml",
 		"examples/clusters/east", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)
@@ -199,11 +201,13 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := inventory.NewSecret(env.Bed.ArgoNamespace(), cp.Name, cp.Name, cp.Server(),
+	// Named "east" and opted in, as examples/ and argo/ expect.
+	s, err := inventory.NewSecret(env.Bed.ArgoNamespace(), "east", "east", cp.Server(),
 		inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Labels["certhub.io/enabled"] = "true"
 	if err := hub.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +234,57 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+
+	t.Run("ApplicationSet-delivered Certificates", func(t *testing.T) { appSetFlow(t, s) })
+}
+
+// appSetFlow renders argo/certificates-appset.yaml with Argo CD's own cluster
+// generator (test/argocd/cmd/render-appset) against the registration, builds
+// the generated Application's source path with kustomize, applies it to the
+// downstream cluster as Argo CD's sync would, and sees the hub issue it.
+func appSetFlow(t *testing.T, registration *corev1.Secret) {
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[0]
+	if _, err := env.Bed.CreateCAIssuer(ctx, "platform-ca"); err != nil { // examples/certificate.yaml's issuer
+		t.Fatal(err)
+	}
+	raw, err := yaml.Marshal(registration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(secrets, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	appset, err := filepath.Abs(repo("argo/certificates-appset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "run", "./cmd/render-appset", appset, secrets)
+	cmd.Dir = repo("test/argocd")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("render-appset: %v\n%s", err, out)
+	}
+	var apps []struct{ Name, Project, Server, Namespace, RepoURL, Path string }
+	if err := json.Unmarshal(out, &apps); err != nil {
+		t.Fatalf("render-appset output %s: %v", out, err)
+	}
+	if len(apps) != 1 {
+		t.Fatalf("Argo CD's generator made %d Applications from one enabled cluster: %+v", len(apps), apps)
+	}
+	a := apps[0]
+	if a.Name != "certificates-east" || a.Project != "certhub" || a.Server != cp.Server() || a.Path != "examples/clusters/east" {
+		t.Fatalf("generated Application %+v, want certificates-east / certhub / %s / examples/clusters/east", a, cp.Server())
+	}
+	for _, o := range render(t, a.Path) {
+		if err := cp.Client.Patch(ctx, o, client.Apply, client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "shop", Name: "web"})
+	testbed.GetSecret(t, cp.Client, testbed.ValidCertificate("shop", "web", "platform-ca"))
 }
 
 func tokenRequest() *authenticationv1.TokenRequest {

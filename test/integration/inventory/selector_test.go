@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
@@ -34,30 +32,7 @@ func TestMain(m *testing.M) {
 // reachable returns the certhub_cluster_reachable gauge of cluster, if the hub exports one.
 func reachable(t *testing.T, cluster string) (float64, bool) {
 	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "certhub_cluster_reachable" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label(m, "cluster") == cluster {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
+	return testbed.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
 }
 
 func setOptIn(t *testing.T, name string, on bool) {

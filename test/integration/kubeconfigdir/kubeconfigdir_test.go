@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
@@ -56,23 +55,8 @@ func writeKubeconfig(ctx context.Context, bed *testbed.Bed, cp *testbed.ControlP
 
 func connected(t *testing.T, cluster string) bool {
 	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "certhub_cluster_reachable" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "cluster" && l.GetValue() == cluster && m.GetGauge().GetValue() == 1 {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	v, ok := testbed.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
+	return ok && v == 1
 }
 
 func TestKubeconfigDirectory(t *testing.T) {

@@ -67,24 +67,30 @@ func TestDownstreamAndExamplesBuild(t *testing.T) {
 	}
 }
 
-// kustomize/downstream grants exactly what the hub's code says it needs.
+// kustomize/downstream and its namespaced variant grant exactly what the
+// hub's code says it needs.
 func TestDownstreamRBACMatchesTheCode(t *testing.T) {
-	for _, r := range build(t, "kustomize/downstream").Resources() {
-		if r.GetKind() != "ClusterRole" {
-			continue
+	for dir, kind := range map[string]string{"kustomize/downstream": "ClusterRole", "kustomize/downstream-namespaced": "Role"} {
+		found := false
+		for _, r := range build(t, dir).Resources() {
+			if r.GetKind() != kind {
+				continue
+			}
+			raw, err := r.AsYAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			role := &rbacv1.ClusterRole{} // a Role has the same name and rules fields
+			if err := yaml.Unmarshal(raw, role); err != nil {
+				t.Fatal(err)
+			}
+			if role.Name != inventory.DownstreamClusterRole || !reflect.DeepEqual(role.Rules, inventory.DownstreamRules()) {
+				t.Errorf("%s %s rules\n%+v\ndiffer from inventory.DownstreamRules()\n%+v", dir, role.Name, role.Rules, inventory.DownstreamRules())
+			}
+			found = true
 		}
-		raw, err := r.AsYAML()
-		if err != nil {
-			t.Fatal(err)
+		if !found {
+			t.Errorf("%s has no %s", dir, kind)
 		}
-		role := &rbacv1.ClusterRole{}
-		if err := yaml.Unmarshal(raw, role); err != nil {
-			t.Fatal(err)
-		}
-		if role.Name != inventory.DownstreamClusterRole || !reflect.DeepEqual(role.Rules, inventory.DownstreamRules()) {
-			t.Fatalf("kustomize/downstream ClusterRole %s rules\n%+v\ndiffer from inventory.DownstreamRules()\n%+v", role.Name, role.Rules, inventory.DownstreamRules())
-		}
-		return
 	}
-	t.Fatal("kustomize/downstream has no ClusterRole")
 }

@@ -16,7 +16,6 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/spf13/cobra"
 	uzap "go.uber.org/zap/zapcore"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -25,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 )
 
@@ -265,17 +263,7 @@ func (r *demoReplica) stop(sig syscall.Signal) error {
 
 // demoOwners maps cluster name to the replica holding its fence Lease.
 func demoOwners(ctx context.Context, bed *testbed.Bed) map[string]string {
-	list := &coordinationv1.LeaseList{}
-	out := map[string]string{}
-	if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.HubNamespace()), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
-		return out
-	}
-	for _, l := range list.Items {
-		if l.Spec.HolderIdentity != nil {
-			out[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
-		}
-	}
-	return out
+	return fenceOwners(ctx, bed.Hub.Client, bed.HubNamespace())
 }
 
 func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout time.Duration) ([]demoRow, error) {

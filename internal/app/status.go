@@ -117,6 +117,23 @@ func loadHubConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// fenceOwners maps each fence key (a cluster name, or a bucket with
+// --shard-buckets) to the replica holding its fence Lease; released fences
+// and a failed list give no entry.
+func fenceOwners(ctx context.Context, hub client.Reader, namespace string) map[string]string {
+	owners := map[string]string{}
+	leases := &coordinationv1.LeaseList{}
+	if err := hub.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
+		return owners
+	}
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			owners[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return owners
+}
+
 // collectStatus builds the rows: one per cluster Secret, sorted by cluster.
 func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]ClusterStatus, error) {
 	scheme, err := newScheme()
@@ -131,15 +148,7 @@ func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]Cl
 	if err := hub.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		return nil, fmt.Errorf("failed to list cluster Secrets in %s: %w", o.secretNamespace, err)
 	}
-	owners := map[string]string{}
-	leases := &coordinationv1.LeaseList{}
-	if err := hub.List(ctx, leases, client.InNamespace(o.namespace), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err == nil {
-		for _, l := range leases.Items {
-			if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-				owners[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
-			}
-		}
-	}
+	owners := fenceOwners(ctx, hub, o.namespace)
 	var rows []ClusterStatus
 	for i := range secrets.Items {
 		s := &secrets.Items[i]

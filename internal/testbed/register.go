@@ -52,6 +52,27 @@ func (b *Bed) RegisterAs(ctx context.Context, cp *ControlPlane, clusterName stri
 	return s, nil
 }
 
+// RegisterNamespaced registers namespace ns of cp as cluster clusterName:
+// an Argo CD cluster Secret with `namespaces: ns` and a token that may act in
+// ns only. Many such "clusters" share one API server, which is how the
+// benchmarks reach 100 clusters on one machine.
+func (b *Bed) RegisterNamespaced(ctx context.Context, cp *ControlPlane, clusterName, ns string) (*corev1.Secret, error) {
+	token, err := b.NamespacedToken(ctx, cp, ns)
+	if err != nil {
+		return nil, err
+	}
+	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
+	s, err := inventory.NewSecret(b.opts.ArgoNamespace, clusterName, clusterName, cp.Server(), cc)
+	if err != nil {
+		return nil, err
+	}
+	s.Data["namespaces"] = []byte(ns)
+	if err := b.Hub.Client.Create(ctx, s); err != nil {
+		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", clusterName, err)
+	}
+	return s, nil
+}
+
 // ServiceAccountToken ensures the hub's ServiceAccount and RBAC exist in cp
 // and returns a fresh token for it (TokenRequest API).
 func (b *Bed) ServiceAccountToken(ctx context.Context, cp *ControlPlane) (string, error) {

@@ -69,6 +69,10 @@ type ControlPlane struct {
 	Client client.Client
 
 	env *envtest.Environment
+	// apiServerArgs and apiServer track a kube-apiserver restarted by
+	// StopAPIServer/StartAPIServer.
+	apiServerArgs []string
+	apiServer     *apiServerProcess
 }
 
 // Bed is a hub and its downstream clusters.
@@ -262,7 +266,7 @@ func (b *Bed) Stop() error {
 			if cp == nil || cp.env == nil || cp.Config == nil {
 				continue
 			}
-			wg.Go(func() { errs[i] = cp.env.Stop() })
+			wg.Go(func() { errs[i] = errors.Join(cp.stopRestarted(), cp.env.Stop()) })
 		}
 		wg.Wait()
 		b.stopErr = errors.Join(errs...)

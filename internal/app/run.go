@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,12 +68,43 @@ func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, certsy
 		sc, err := shard.New(shard.Options{
 			Config: cfg, Namespace: o.Namespace, Identity: o.Identity, Weight: o.Shard.Weight,
 			LeaseDuration: o.Shard.LeaseDuration, RenewDeadline: o.Shard.RenewDeadline,
-			RetryPeriod: o.Shard.RetryPeriod, RenewInterval: o.Shard.RenewInterval, Buckets: o.Shard.Buckets,
+			RetryPeriod: o.Shard.RetryPeriod, RenewInterval: o.Shard.RenewInterval, MaxClockSkew: o.Shard.MaxClockSkew,
+			Buckets: o.Shard.Buckets,
 		}, log)
 		if err != nil {
 			return nil, nil, err
 		}
 		return sc, sc, nil
+	}
+}
+
+// waitForHub blocks until the hub API server answers, so a replica that
+// starts while the hub restarts waits for it (logging why) instead of
+// exiting into a crash-loop back-off. An answer that is an error (401, 403)
+// fails at once: waiting would not fix the credentials. It returns nil when
+// ctx ends first.
+func waitForHub(ctx context.Context, cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create hub discovery client: %w", err)
+	}
+	log := ctrl.Log.WithName("hub")
+	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
+	for {
+		_, err := dc.ServerVersion()
+		if err == nil {
+			return nil
+		}
+		if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+			return fmt.Errorf("hub API server %s refused certhub: %w", cfg.Host, err)
+		}
+		d := backoff.Step()
+		log.Info("hub API server unreachable; waiting for it", "host", cfg.Host, "retryIn", d.String(), "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
 	}
 }
 
@@ -81,6 +116,12 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if cfg.QPS == 0 {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS, cfg.Burst = inventory.DefaultQPS, inventory.DefaultBurst
+	}
+	if err := waitForHub(ctx, cfg); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil // stopped while waiting
 	}
 	scheme, err := newScheme()
 	if err != nil {

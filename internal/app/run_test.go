@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// A hub that drops connections (restarting) is waited for; one that answers
+// with an error fails at once.
+func TestWaitForHub(t *testing.T) {
+	var calls atomic.Int32
+	restarting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // what a client sees from a server going down
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	defer restarting.Close()
+	if err := waitForHub(context.Background(), &rest.Config{Host: restarting.URL}); err != nil {
+		t.Fatalf("waitForHub: %v", err)
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("hub asked %d times, want 3 (two dropped connections, then an answer)", n)
+	}
+
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`, http.StatusUnauthorized)
+	}))
+	defer refusing.Close()
+	err := waitForHub(context.Background(), &rest.Config{Host: refusing.URL})
+	if err == nil || !strings.Contains(err.Error(), "refused certhub") {
+		t.Errorf("waitForHub against a 401 = %v, want a refusal", err)
+	}
+}

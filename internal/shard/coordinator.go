@@ -85,7 +85,7 @@ func New(opts Options, log logr.Logger) (*Coordinator, error) {
 		log:         log.WithName("shard").WithValues("replica", opts.Identity),
 		cs:          cs,
 		leases:      cs.CoordinationV1().Leases(opts.Namespace),
-		obs:         newObserver(),
+		obs:         newObserver(opts.MaxClockSkew),
 		metrics:     m,
 		trigger:     make(chan struct{}, 1),
 		clusters:    map[multicluster.ClusterName]*clusterState{},
@@ -327,7 +327,7 @@ func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Le
 func (c *Coordinator) acquire(ctx context.Context, f *fenceState) {
 	now := c.opts.clock.Now()
 	obs := c.obs.get(f.name)
-	if obs != nil && obs.holder() != c.opts.Identity && obs.live(now) {
+	if obs != nil && obs.holder() != c.opts.Identity && c.obs.live(f.name, now) {
 		return // someone else holds it; wait for its release or expiry
 	}
 	var (
@@ -579,7 +579,7 @@ func (c *Coordinator) updateMetrics(keys map[string]bool) {
 	}
 	for k := range keys {
 		f := c.fences[k]
-		if (f != nil && f.held) || c.obs.get(leaseName(c.opts.FencePrefix, k)).live(now) {
+		if (f != nil && f.held) || c.obs.live(leaseName(c.opts.FencePrefix, k), now) {
 			delete(c.unownedFrom, k)
 			continue
 		}

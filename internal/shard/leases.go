@@ -74,18 +74,41 @@ func (o *observation) duration() time.Duration {
 	return time.Duration(*o.lease.Spec.LeaseDurationSeconds) * time.Second
 }
 
+// expiry is when the claim ends: a lease duration after we saw it change,
+// or earlier when its renewTime plus a lease duration plus maxSkew says so
+// (maxSkew < 0: never). A holder's timestamp can shorten a claim we just
+// saw, never extend one.
+func (o *observation) expiry(maxSkew time.Duration) time.Time {
+	at := o.observedAt.Add(o.duration())
+	if maxSkew >= 0 && o.lease != nil && o.lease.Spec.RenewTime != nil {
+		if stamp := o.lease.Spec.RenewTime.Add(o.duration() + maxSkew); stamp.Before(at) {
+			at = stamp
+		}
+	}
+	return at
+}
+
 // live reports whether the Lease has a holder whose claim has not expired by now.
-func (o *observation) live(now time.Time) bool {
-	return o.holder() != "" && now.Sub(o.observedAt) < o.duration()
+func (o *observation) live(now time.Time, maxSkew time.Duration) bool {
+	return o.holder() != "" && now.Before(o.expiry(maxSkew))
 }
 
 // observer keeps observations of the Leases the informer delivers.
 type observer struct {
-	mu     sync.Mutex
-	leases map[string]*observation // by Lease name
+	mu      sync.Mutex
+	leases  map[string]*observation // by Lease name
+	maxSkew time.Duration           // Options.MaxClockSkew
 }
 
-func newObserver() *observer { return &observer{leases: map[string]*observation{}} }
+func newObserver(maxSkew time.Duration) *observer {
+	return &observer{leases: map[string]*observation{}, maxSkew: maxSkew}
+}
+
+// live reports whether Lease name is held and unexpired as of now.
+func (ob *observer) live(name string, now time.Time) bool {
+	o := ob.get(name)
+	return o != nil && o.live(now, ob.maxSkew)
+}
 
 // record stores l, restarting its expiry clock only when its holder or renew
 // time changed (a resync or an unrelated update does not extend a claim).
@@ -142,7 +165,7 @@ func (ob *observer) nextExpiry(now time.Time, self string) time.Time {
 		if h := o.holder(); h == "" || h == self {
 			continue
 		}
-		at := o.observedAt.Add(o.duration())
+		at := o.expiry(ob.maxSkew)
 		if at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
@@ -156,7 +179,7 @@ func (ob *observer) peers(now time.Time) []Peer {
 	defer ob.mu.Unlock()
 	var out []Peer
 	for _, o := range ob.leases {
-		if o.lease.Labels[LeaseKindLabel] != leaseKindPeer || !o.live(now) {
+		if o.lease.Labels[LeaseKindLabel] != leaseKindPeer || !o.live(now, ob.maxSkew) {
 			continue
 		}
 		w, err := strconv.ParseFloat(o.lease.Annotations[WeightAnnotation], 64)

@@ -59,19 +59,19 @@ func lease(name, holder string, renew time.Time, transitions int32) *coordinatio
 // whose clock is far ahead cannot extend its claim, and a resync of an
 // unchanged Lease does not refresh it.
 func TestObservationExpiryUsesLocalTime(t *testing.T) {
-	ob := newObserver()
+	ob := newObserver(time.Second)
 	t0 := time.Unix(1_000_000, 0)
 	future := t0.Add(time.Hour) // the holder's clock is an hour ahead
 	ob.record(lease("p", "replica-0", future, 0), t0)
-	if !ob.get("p").live(t0.Add(9 * time.Second)) {
+	if !ob.live("p", t0.Add(9*time.Second)) {
 		t.Fatalf("lease should be live 9s after it was observed")
 	}
 	ob.record(lease("p", "replica-0", future, 0), t0.Add(9*time.Second)) // resync, no change
-	if ob.get("p").live(t0.Add(10 * time.Second)) {
+	if ob.live("p", t0.Add(10*time.Second)) {
 		t.Fatalf("an unchanged lease must expire 10s after its last observed change, whatever its renewTime says")
 	}
 	ob.record(lease("p", "replica-0", future.Add(time.Second), 0), t0.Add(11*time.Second)) // renewed
-	if !ob.get("p").live(t0.Add(20 * time.Second)) {
+	if !ob.live("p", t0.Add(20*time.Second)) {
 		t.Fatalf("a renewal restarts the local expiry clock")
 	}
 	if peers := ob.peers(t0.Add(20 * time.Second)); len(peers) != 1 || peers[0].ID != "replica-0" || peers[0].Weight != 1 {
@@ -81,8 +81,38 @@ func TestObservationExpiryUsesLocalTime(t *testing.T) {
 		t.Fatalf("expired peer still listed: %v", peers)
 	}
 	ob.record(lease("p", "", future, 1), t0.Add(23*time.Second)) // released
-	if ob.get("p").live(t0.Add(23 * time.Second)) {
+	if ob.live("p", t0.Add(23*time.Second)) {
 		t.Fatalf("a released lease (no holder) is never live")
+	}
+}
+
+// A replica that sees a Lease for the first time long after its holder last
+// renewed it (it just started, or relisted after the hub restarted) need not
+// wait a whole lease: renewTime + duration + MaxClockSkew ends the claim.
+// With the rule off, the observer's clock alone decides.
+func TestObservationExpiryFromStaleRenewTime(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	stale := lease("p", "replica-0", t0.Add(-30*time.Second), 0) // renewed 30s ago, duration 10s
+	fresh := lease("q", "replica-1", t0.Add(-3*time.Second), 0)  // renewed 3s ago
+	ob := newObserver(time.Second)
+	ob.record(stale, t0)
+	ob.record(fresh, t0)
+	if ob.live("p", t0) {
+		t.Errorf("a Lease renewed 30s ago (duration 10s) is live when first seen")
+	}
+	if !ob.live("q", t0.Add(7*time.Second)) {
+		t.Errorf("a Lease renewed 3s ago must stay live until renewTime + 10s + 1s skew")
+	}
+	if ob.live("q", t0.Add(8*time.Second)) {
+		t.Errorf("a Lease renewed 3s before it was seen is still live 8s later (renewTime + 11s has passed)")
+	}
+	if got, want := ob.nextExpiry(t0, "replica-x"), t0.Add(8*time.Second); !got.Equal(want) {
+		t.Errorf("nextExpiry = %s, want renewTime + duration + skew = %s", got, want)
+	}
+	off := newObserver(-1)
+	off.record(stale, t0)
+	if !off.live("p", t0.Add(9*time.Second)) {
+		t.Errorf("with MaxClockSkew < 0 expiry must count from the observation only")
 	}
 }
 
@@ -111,7 +141,7 @@ func TestOptionsValidateLeaseInvariant(t *testing.T) {
 }
 
 func TestNextExpiryIgnoresOwnAndReleasedLeases(t *testing.T) {
-	ob := newObserver()
+	ob := newObserver(-1) // observation times only; the stamp rule has its own test
 	t0 := time.Unix(2_000_000, 0)
 	ob.record(lease("mine", "self", t0, 0), t0)
 	ob.record(lease("released", "", t0, 0), t0)

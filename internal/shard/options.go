@@ -20,6 +20,8 @@ const (
 	// DefaultRenewInterval is how often a healthy holder renews; renewing at
 	// every RetryPeriod (client-go) would cost 2.5× the hub writes.
 	DefaultRenewInterval = 5 * time.Second
+	// DefaultMaxClockSkew: NTP keeps nodes well within a second of each other.
+	DefaultMaxClockSkew = time.Second
 	// DefaultPeerPrefix and DefaultFencePrefix name the Leases.
 	DefaultPeerPrefix  = "certhub-peer"
 	DefaultFencePrefix = "certhub-shard"
@@ -38,9 +40,19 @@ type Options struct {
 
 	// LeaseDuration is how long a Lease that has not been seen to change
 	// counts as held. Expiry is judged by the observer's clock, from when it
-	// last saw the Lease change (client-go's leaderelection rule), never by
-	// the holder's timestamps. Defaults to DefaultLeaseDuration.
+	// last saw the Lease change (client-go's leaderelection rule); see
+	// MaxClockSkew for the one use of the holder's timestamps. Defaults to
+	// DefaultLeaseDuration.
 	LeaseDuration time.Duration
+	// MaxClockSkew bounds how far replicas' clocks may differ. A Lease whose
+	// renewTime is older than LeaseDuration + MaxClockSkew by this replica's
+	// clock counts as expired even if this replica saw it only now, so a
+	// replica that just started (or relisted after a hub restart) need not
+	// wait a whole lease for a holder that is long gone. A holder's renewTime
+	// can only shorten the observed expiry, never extend it. Safe while clocks
+	// differ by less than LeaseDuration - RenewDeadline + MaxClockSkew.
+	// Defaults to DefaultMaxClockSkew; negative turns the rule off.
+	MaxClockSkew time.Duration
 	// RenewDeadline: a holder that has not renewed for this long stops writing
 	// and gives the cluster up. Must be < LeaseDuration, so it stops before
 	// anyone else may start. Defaults to DefaultRenewDeadline.
@@ -72,6 +84,9 @@ func (o *Options) defaults() {
 	}
 	if o.RenewDeadline == 0 {
 		o.RenewDeadline = DefaultRenewDeadline
+	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if o.RetryPeriod == 0 {
 		o.RetryPeriod = DefaultRetryPeriod

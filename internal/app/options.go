@@ -60,9 +60,9 @@ type Options struct {
 
 // ShardOptions are the flag-settable parts of shard.Options.
 type ShardOptions struct {
-	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval time.Duration
-	Buckets                                                  int
-	Weight                                                   float64
+	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval, MaxClockSkew time.Duration
+	Buckets                                                                int
+	Weight                                                                 float64
 }
 
 // NewOptions returns Options with every default applied.
@@ -80,6 +80,7 @@ func NewOptions() *Options {
 			RenewDeadline: shard.DefaultRenewDeadline,
 			RetryPeriod:   shard.DefaultRetryPeriod,
 			RenewInterval: shard.DefaultRenewInterval,
+			MaxClockSkew:  shard.DefaultMaxClockSkew,
 			Weight:        1,
 		},
 	}
@@ -105,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")
 	fs.DurationVar(&o.Shard.RetryPeriod, "retry-period", o.Shard.RetryPeriod, "Decision loop tick and retry interval (--renew-deadline > 1.2 × this)")
 	fs.DurationVar(&o.Shard.RenewInterval, "renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --renew-deadline)")
+	fs.DurationVar(&o.Shard.MaxClockSkew, "max-clock-skew", o.Shard.MaxClockSkew, "How far replica clocks may differ: a Lease not renewed for --lease-duration + this (by its renewTime) is expired even when first seen; negative: judge only by when this replica saw it change")
 	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases instead of one per cluster (0: one per cluster); same on every replica")
 	fs.Float64Var(&o.Shard.Weight, "weight", o.Shard.Weight, "Relative share of clusters this replica takes")
 }

@@ -242,6 +242,22 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 
 	now := r.opts.clock.Now()
 	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
+	if reissue && secret != nil {
+		// The cache may not have seen the last write to this Secret yet (ours
+		// a moment ago, or the previous owner's before a handoff): decide on
+		// the live object before signing, or one spec would be issued twice.
+		live, err := r.liveSecret(ctx, cl, secret)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if live == nil || live.ResourceVersion != secret.ResourceVersion {
+			if live != nil && live.Labels[ManagedLabel] != ManagedValue && crt.Annotations[AdoptAnnotation] != "true" {
+				return reconcile.Result{Requeue: true}, nil // someone took the Secret over meanwhile; look again from the top
+			}
+			secret = live
+			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
+		}
+	}
 	if !reissue {
 		if err := r.repairSecret(ctx, t, secret, pw); err != nil {
 			return reconcile.Result{}, err
@@ -323,6 +339,18 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 		logr.FromContextOrDiscard(ctx).Info("repairing Secret without reissuing", "drift", why)
 	}
 	return r.applySecret(ctx, t, s, d)
+}
+
+// liveSecret reads s from the API server, bypassing the cache; nil when it is gone.
+func (r *reconciler) liveSecret(ctx context.Context, cl cluster.Cluster, s *corev1.Secret) (*corev1.Secret, error) {
+	live := &corev1.Secret{}
+	if err := cl.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return live, nil
 }
 
 // getSecret returns the target Secret, or nil when it does not exist. foreign

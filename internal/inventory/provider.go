@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,6 +37,10 @@ const (
 	DefaultNamespace = "argocd"
 	// DefaultConnectTimeout bounds the first contact with a new cluster.
 	DefaultConnectTimeout = 15 * time.Second
+	// DefaultMaxReconnectDelay caps the back-off between attempts to connect
+	// a cluster that is unreachable, so it is served again within this long
+	// of coming back (controller-runtime's default cap is 1000s).
+	DefaultMaxReconnectDelay = 30 * time.Second
 	// DefaultMaxConcurrentReconciles is how many cluster Secrets are handled at once,
 	// so one unreachable cluster does not hold up the others.
 	DefaultMaxConcurrentReconciles = 4
@@ -61,6 +66,8 @@ type Options struct {
 	ClusterOptions []cluster.Option
 	// ConnectTimeout bounds the first request to a new cluster. Defaults to DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// MaxReconnectDelay caps the retry back-off of unreachable clusters. Defaults to DefaultMaxReconnectDelay.
+	MaxReconnectDelay time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// QPS and Burst limit each downstream client. Default to DefaultQPS and DefaultBurst.
@@ -78,6 +85,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
+	}
+	if o.MaxReconnectDelay == 0 {
+		o.MaxReconnectDelay = DefaultMaxReconnectDelay
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
@@ -188,7 +198,8 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	return ctrl.NewControllerManagedBy(local).
 		Named("inventory").
 		For(&corev1.Secret{}, builder.WithPredicates(predicate.Or(isClusterSecret, labelChanged))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: p.opts.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: p.opts.MaxConcurrentReconciles,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxReconnectDelay)}).
 		Complete(reconcile.Func(p.reconcile))
 }
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 const ns = "sharded"
@@ -94,6 +95,19 @@ func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Dura
 	return time.Since(start)
 }
 
+// fenceHolders returns, per cluster, the holder of its fence Lease ("" when released).
+func fenceHolders(ctx context.Context) (map[string]string, error) {
+	fences, err := fleet.FenceHolders(ctx, bed.Hub.Client, bed.HubNamespace())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, f := range fences {
+		out[k] = f.Holder
+	}
+	return out, nil
+}
+
 func clustersHeldBy(t *testing.T, id string) []*testbed.ControlPlane {
 	t.Helper()
 	holders, err := fenceHolders(context.Background())
@@ -110,14 +124,14 @@ func clustersHeldBy(t *testing.T, id string) []*testbed.ControlPlane {
 }
 
 // busiest returns the running replica that holds the most fences.
-func busiest(t *testing.T, rs map[string]*replica) *replica {
+func busiest(t *testing.T, rs map[string]*fleet.Replica) *fleet.Replica {
 	t.Helper()
 	ids := make([]string, 0, len(rs))
 	for id := range rs {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var best *replica
+	var best *fleet.Replica
 	n := -1
 	for _, id := range ids {
 		if k := len(clustersHeldBy(t, id)); k > n {
@@ -128,7 +142,7 @@ func busiest(t *testing.T, rs map[string]*replica) *replica {
 }
 
 // waitConverged waits until every cluster's fence is held by one of ids.
-func waitConverged(t *testing.T, ids map[string]*replica) map[string]string {
+func waitConverged(t *testing.T, ids map[string]*fleet.Replica) map[string]string {
 	t.Helper()
 	var holders map[string]string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -156,10 +170,13 @@ func TestShardedReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	audit := startAuditor(t)
+	audit := fleet.StartAuditor(t, bed.Downstreams)
+	replicas := fleet.Config{Binary: certhubBinary, Kubeconfig: hubKubeconfig,
+		HubNamespace: bed.HubNamespace(), ArgoNamespace: bed.ArgoNamespace()}
+	leaseDuration := fleet.FastTimings.LeaseDuration
 
 	var mu sync.Mutex
-	running := map[string]*replica{}
+	running := map[string]*fleet.Replica{}
 	killedAt := map[string]time.Time{}
 	liveSet := func() map[string]bool {
 		mu.Lock()
@@ -175,25 +192,27 @@ func TestShardedReplicas(t *testing.T) {
 		}
 		return out
 	}
-	snapshot := func() map[string]*replica {
+	snapshot := func() map[string]*fleet.Replica {
 		mu.Lock()
 		defer mu.Unlock()
-		out := map[string]*replica{}
+		out := map[string]*fleet.Replica{}
 		for k, v := range running {
 			out[k] = v
 		}
 		return out
 	}
 	for i := range 3 {
-		r := startReplica(t, fmt.Sprintf("replica-%d", i))
+		r := replicas.Start(t, fmt.Sprintf("replica-%d", i))
 		mu.Lock()
-		running[r.id] = r
+		running[r.ID] = r
 		mu.Unlock()
 	}
 	for _, r := range snapshot() {
-		r.waitReady(t)
+		if err := r.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
-	sampler := sampleOwnership(t, liveSet)
+	sampler := fleet.SampleOwnership(bed.Hub.Client, bed.HubNamespace(), liveSet)
 	holders := waitConverged(t, snapshot())
 	t.Logf("initial owners: %v", holders)
 
@@ -216,47 +235,49 @@ func TestShardedReplicas(t *testing.T) {
 	// SIGKILL: the victim's clusters must be served again once its fences
 	// expire, i.e. within the lease duration (+ 2 s for the retry and the write).
 	victim := busiest(t, snapshot())
-	lost := clustersHeldBy(t, victim.id)
+	lost := clustersHeldBy(t, victim.ID)
 	mu.Lock()
-	delete(running, victim.id)
-	killedAt[victim.id] = time.Now()
+	delete(running, victim.ID)
+	killedAt[victim.ID] = time.Now()
 	mu.Unlock()
-	_ = victim.stop(t, syscall.SIGKILL)
+	_ = victim.Stop(syscall.SIGKILL) // exits with "signal: killed"
 	took := probe(t, lost, "after-kill")
-	t.Logf("SIGKILL of %s (held %d clusters): its clusters served again after %s", victim.id, len(lost), took.Round(10*time.Millisecond))
+	t.Logf("SIGKILL of %s (held %d clusters): its clusters served again after %s", victim.ID, len(lost), took.Round(10*time.Millisecond))
 	if took > leaseDuration+2*time.Second {
 		t.Errorf("failover after SIGKILL took %s, want <= lease duration + 2s = %s", took, leaseDuration+2*time.Second)
 	}
 
 	// The killed replica comes back under the same identity and gets its share back.
-	back := startReplica(t, victim.id)
+	back := replicas.Start(t, victim.ID)
 	mu.Lock()
-	running[back.id] = back
+	running[back.ID] = back
 	mu.Unlock()
-	back.waitReady(t)
+	if err := back.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return len(clustersHeldBy(t, back.id)) > 0, nil
+		return len(clustersHeldBy(t, back.ID)) > 0, nil
 	})
 	if err != nil {
-		t.Fatalf("restarted %s never got clusters back", back.id)
+		t.Fatalf("restarted %s never got clusters back", back.ID)
 	}
 	waitConverged(t, snapshot())
 
 	// SIGTERM: the replica hands its clusters over before it exits.
 	leaving := busiest(t, snapshot())
-	handed := clustersHeldBy(t, leaving.id)
+	handed := clustersHeldBy(t, leaving.ID)
 	start := time.Now()
-	if err := leaving.stop(t, syscall.SIGTERM); err != nil {
-		t.Errorf("%s exited with %v after SIGTERM, want a clean exit", leaving.id, err)
+	if err := leaving.Stop(syscall.SIGTERM); err != nil {
+		t.Errorf("%s exited with %v after SIGTERM, want a clean exit", leaving.ID, err)
 	}
 	exited := time.Since(start)
 	// Only now is it gone: until it exits it is running and may hold fences.
 	mu.Lock()
-	delete(running, leaving.id)
+	delete(running, leaving.ID)
 	mu.Unlock()
 	took = probe(t, handed, "after-term") + exited
 	t.Logf("SIGTERM of %s (held %d clusters): exited after %s, clusters served again %s after the signal",
-		leaving.id, len(handed), exited.Round(10*time.Millisecond), took.Round(10*time.Millisecond))
+		leaving.ID, len(handed), exited.Round(10*time.Millisecond), took.Round(10*time.Millisecond))
 	if took > 2*time.Second+exited {
 		t.Errorf("handoff after SIGTERM took %s after exit, want <= 2s", took-exited)
 	}
@@ -264,12 +285,12 @@ func TestShardedReplicas(t *testing.T) {
 	stopLoad()
 	<-loadDone
 	waitAllReady(t, 60*time.Second)
-	samples, bad := sampler.finish()
-	for _, b := range bad {
+	samples := sampler.Finish()
+	for _, b := range fleet.HeldByStopped(samples) {
 		t.Errorf("ownership sample: %s", b)
 	}
-	writes := audit.check(t)
-	t.Logf("ownership samples: %d; Secret writes audited: %d; writers per cluster: %s", samples, writes, audit.summary())
+	writes := audit.Check(t)
+	t.Logf("ownership samples: %d; Secret writes audited: %d; writers per cluster: %s", len(samples), writes, audit.Summary())
 	if writes == 0 {
 		t.Fatal("the audit saw no writes")
 	}

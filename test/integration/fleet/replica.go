@@ -1,0 +1,160 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Timings are the coordinator's Lease timings the replicas run with; the
+// failover bound follows from them.
+type Timings struct {
+	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval time.Duration
+}
+
+// FastTimings keep failover within seconds, for tests.
+var FastTimings = Timings{LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second, RenewInterval: 2 * time.Second}
+
+// Config says how to start replicas.
+type Config struct {
+	// Binary is the certhub binary; Kubeconfig an admin kubeconfig of the hub.
+	Binary, Kubeconfig string
+	// HubNamespace and ArgoNamespace as in the test bed.
+	HubNamespace, ArgoNamespace string
+	// Timings default to FastTimings.
+	Timings Timings
+	// Args are appended to `certhub run`.
+	Args []string
+}
+
+// Replica is one `certhub run` process.
+type Replica struct {
+	ID      string
+	cmd     *exec.Cmd
+	logPath string
+	probes  string
+	done    chan struct{}
+	exitErr error
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start starts replica id. The test's cleanup stops it (SIGTERM) if it still
+// runs and, when the test failed, prints the end of its log.
+// CERTHUB_TEST_LOGDIR keeps the replicas' logs after the test.
+func (c Config) Start(t testing.TB, id string) *Replica {
+	t.Helper()
+	if c.Timings == (Timings{}) {
+		c.Timings = FastTimings
+	}
+	r := &Replica{ID: id, probes: freeAddr(t), done: make(chan struct{})}
+	dir := os.Getenv("CERTHUB_TEST_LOGDIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	r.logPath = filepath.Join(dir, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano()))
+	logf, err := os.Create(r.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run",
+		"--kubeconfig", c.Kubeconfig,
+		"--namespace", c.HubNamespace, "--cluster-secret-namespace", c.ArgoNamespace,
+		"--identity", id, "--metrics-bind-address", "0", "--health-probe-bind-address", r.probes,
+		"--lease-duration", c.Timings.LeaseDuration.String(), "--renew-deadline", c.Timings.RenewDeadline.String(),
+		"--retry-period", c.Timings.RetryPeriod.String(), "--renew-interval", c.Timings.RenewInterval.String()}, c.Args...)
+	r.cmd = exec.Command(c.Binary, args...)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	go func() { r.exitErr = r.cmd.Wait(); logf.Close(); close(r.done) }()
+	t.Cleanup(func() {
+		if r.Running() {
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-r.done:
+			case <-time.After(15 * time.Second):
+				_ = r.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			r.DumpLog(t)
+		}
+	})
+	return r
+}
+
+// Running reports whether the process has not exited yet.
+func (r *Replica) Running() bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// DumpLog prints the last 60 lines of the replica's log.
+func (r *Replica) DumpLog(t testing.TB) {
+	raw, _ := os.ReadFile(r.logPath)
+	lines := strings.Split(string(raw), "\n")
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	t.Logf("--- last lines of %s ---\n%s", r.ID, strings.Join(lines, "\n"))
+}
+
+// WaitReady polls /readyz until the replica has its membership snapshot.
+func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if !r.Running() {
+			return false, fmt.Errorf("%s exited: %v", r, r.exitErr)
+		}
+		resp, err := http.Get("http://" + r.probes + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s never became ready: %w", r, err)
+	}
+	return nil
+}
+
+// Stop sends sig and waits up to 30s for the process to exit. It returns the
+// process's exit error (nil for a clean exit), or an error when it did not exit.
+// Safe to call from any goroutine.
+func (r *Replica) Stop(sig syscall.Signal) error {
+	if err := r.cmd.Process.Signal(sig); err != nil && r.Running() {
+		return fmt.Errorf("signal %s: %w", r, err)
+	}
+	select {
+	case <-r.done:
+		return r.exitErr
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s did not exit within 30s of %s", r, sig)
+	}
+}
+
+func (r *Replica) String() string { return fmt.Sprintf("replica %s (pid %d)", r.ID, r.cmd.Process.Pid) }

@@ -5,6 +5,9 @@
 #                     also renders every kustomization (test/manifests).
 #   test-integration  envtest: real kube-apiserver + etcd, 1 hub + 2 downstream
 #                     control planes, a hub replica in-process, with -race.
+#                     shard and chaos: 3 replica processes; chaos breaks replicas
+#                     and API servers while it issues, then checks invariants.
+#   chaos             the long chaos run (10 min), outside `make test`.
 #   test-e2e          the built binary's `certhub demo` flow, end to end.
 #   test-argocd       test/argocd, its own Go module pinning argo-cd/v3: Argo CD's
 #                     SecretToCluster/RawRestConfig vs `certhub cluster validate`.
@@ -55,11 +58,21 @@ test-unit: ## Unit tests (no API server)
 	$(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...
 
 .PHONY: test-integration
-# The shard package runs alone first: it asserts failover bounds on replica
-# processes, and other beds starting on the same 2 cores would eat its margin.
-test-integration: envtest ## Integration tests on real API servers (1 hub + N downstream; shard: 3 replica processes)
+# The shard and chaos packages run alone first: they assert failover bounds on
+# replica processes, and other beds starting on the same 2 cores would eat
+# their margin. Chaos runs its short form here (~2.5 min); `make chaos` the long one.
+test-integration: envtest ## Integration tests on real API servers (1 hub + N downstream; shard and chaos: 3 replica processes)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/integration/shard/
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v /test/integration/shard$$)
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep -v '^20[0-9-]*T'
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
+
+CHAOS_DURATION ?= 10m
+CHAOS_FLAGS ?= -chaos.certs=1000 -chaos.updates=1000
+.PHONY: chaos
+chaos: envtest ## Long chaos run: 3 replica processes, 5 clusters, SIGKILLs, a downstream outage, a hub restart; invariants checked (CHAOS_DURATION, default 10m)
+	@mkdir -p test/bench/results
+	CHAOS_REPORT=test/bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).json KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" \
+	  $(GO) test -count=1 -timeout 60m -v -run TestChaos ./test/integration/chaos/ -args -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS) 2>&1 | grep -v '^20[0-9-]*T'
 
 .PHONY: test-argocd
 test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3's own code does (separate module)
@@ -70,9 +83,10 @@ test-e2e: demo ## The demo flow with the built binary
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: envtest ## Benchmarks: pki micro-benchmarks, issuance latency/throughput, upstream vs certhub coordinator side by side (~20 min; tables + test/bench/results/*.json)
+bench: envtest ## Benchmarks P1-P8 of docs/benchmarks.md: tables on stdout + test/bench/results/*.json (~45 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench $(BENCH_FLAGS)
 
 .PHONY: fuzz

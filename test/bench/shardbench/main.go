@@ -3,7 +3,9 @@
 // bed — one hub, the same registered clusters, three replica processes named
 // like StatefulSet pods — and prints a table: ownership split, SIGKILL
 // failover time, SIGTERM handoff time and the hub API request rate at steady
-// state. Results are also written as JSON. `make bench` runs it.
+// state (P3, P4, P5, P7 of docs/benchmarks.md), and the share of clusters
+// that move when a fourth replica joins and leaves again (3→4→3). Results
+// are also written as JSON. `make bench` runs it.
 //
 // Each coordinator runs with its own default timings: certhub's fence Lease
 // is 15s/10s/2s (renew every 5s); upstream's is 20s/10s with a hard-coded
@@ -11,15 +13,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,14 +28,17 @@ import (
 	"go.uber.org/zap/zapcore"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/bench/internal/benchutil"
 )
+
+// buckets is the bucket count of the bucketed mode.
+const buckets = 32
 
 // mode is one coordinator configuration under test.
 type mode struct {
@@ -58,12 +59,16 @@ type Result struct {
 	LeaseReqPerSec float64            `json:"hubLeaseRequestsPerSecond"`
 	TotalReqPerSec float64            `json:"hubRequestsPerSecond"`
 	RatePerVerb    map[string]float64 `json:"hubLeaseRequestsPerSecondByVerb"`
+	// MovedJoin and MovedLeave are the shares of clusters whose owner
+	// changed when a 4th replica joined, and when it left again.
+	MovedJoin  float64 `json:"movedOn3to4"`
+	MovedLeave float64 `json:"movedOn4to3"`
 }
 
 func main() {
-	clusters := flag.Int("clusters", 30, "registered clusters (sharing -servers downstream API servers)")
+	clusters := flag.Int("clusters", 150, "registered clusters (sharing -servers downstream API servers)")
 	servers := flag.Int("servers", 3, "downstream API servers")
-	kills := flag.Int("kills", 3, "SIGKILL and SIGTERM rounds per coordinator")
+	kills := flag.Int("kills", 5, "SIGKILL and SIGTERM rounds per coordinator")
 	window := flag.Duration("window", 30*time.Second, "steady-state window for the hub request rate")
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/shard-<time>.json)")
 	only := flag.String("only", "", "run only the modes whose names contain this")
@@ -82,15 +87,15 @@ func run(clusters, servers, kills int, window time.Duration, out, only string) e
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "certhub")
-	logf("building certhub")
-	if b, err := exec.Command("go", "build", "-o", bin, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v: %s", err, b)
+	benchutil.Logf("building certhub")
+	bin, err := benchutil.BuildCertHub(dir)
+	if err != nil {
+		return err
 	}
 	modes := []mode{
 		{Name: "upstream coordinator/sharded", Args: []string{"--coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
 		{Name: "certhub shard", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
-		{Name: "certhub shard, 8 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=8"}, FencePrefix: "certhub-shard-bucket-"},
+		{Name: "certhub shard, 32 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-"},
 	}
 	var results []Result
 	for _, m := range modes {
@@ -104,30 +109,18 @@ func run(clusters, servers, kills int, window time.Duration, out, only string) e
 		results = append(results, r)
 	}
 	printTable(results)
-	if out == "" {
-		out = filepath.Join("test", "bench", "results", "shard-"+time.Now().UTC().Format("20060102T150405Z")+".json")
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	path, err := benchutil.WriteJSON("shard", out, map[string]any{"clusters": clusters, "servers": servers, "replicas": 3, "results": results})
+	if err != nil {
 		return err
 	}
-	raw, _ := json.MarshalIndent(map[string]any{"clusters": clusters, "servers": servers, "replicas": 3, "results": results}, "", "  ")
-	if err := os.WriteFile(out, raw, 0o644); err != nil {
-		return err
-	}
-	logf("wrote %s", out)
+	benchutil.Logf("wrote %s", path)
 	return nil
-}
-
-type proc struct {
-	id   string
-	cmd  *exec.Cmd
-	done chan error
 }
 
 func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.Duration) (Result, error) {
 	res := Result{Mode: m.Name, Clusters: clusters}
 	ctx := context.Background()
-	logf("[%s] starting hub + %d downstream API servers", m.Name, servers)
+	benchutil.Logf("[%s] starting hub + %d downstream API servers", m.Name, servers)
 	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: servers})
 	if err != nil {
 		return res, err
@@ -142,35 +135,20 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	if err != nil {
 		return res, err
 	}
-	procs := map[string]*proc{}
-	start := func(id string) (*proc, error) {
-		logPath := filepath.Join(dir, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano()))
-		lf, err := os.Create(logPath)
+	procs := map[string]*benchutil.Proc{}
+	start := func(id string) (*benchutil.Proc, error) {
+		p, err := benchutil.StartReplica(bin, dir, id, append([]string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
+			"--cluster-secret-namespace", bed.ArgoNamespace(),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, m.Args...)...)
 		if err != nil {
 			return nil, err
 		}
-		args := append([]string{"run", "--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
-			"--cluster-secret-namespace", bed.ArgoNamespace(), "--identity", id,
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, m.Args...)
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = lf, lf
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		p := &proc{id: id, cmd: cmd, done: make(chan error, 1)}
-		go func() { p.done <- cmd.Wait(); lf.Close() }()
 		procs[id] = p
 		return p, nil
 	}
-	stop := func(p *proc, sig syscall.Signal) {
-		_ = p.cmd.Process.Signal(sig)
-		select {
-		case <-p.done:
-		case <-time.After(60 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		delete(procs, p.id)
+	stop := func(p *benchutil.Proc, sig syscall.Signal) {
+		p.Stop(sig)
+		delete(procs, p.ID)
 	}
 	defer func() {
 		for _, p := range procs {
@@ -222,43 +200,56 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		})
 		return h, err
 	}
-	logf("[%s] 3 replicas started; waiting for every fence to be held", m.Name)
+	benchutil.Logf("[%s] 3 replicas started; waiting for every fence to be held", m.Name)
 	h, err := converged(3 * time.Minute)
 	if err != nil {
 		return res, fmt.Errorf("fences never converged: %v", h)
 	}
-	if res.Split, err = split(ctx, m, h, ids, bed, clusters); err != nil {
-		return res, err
-	}
+	own := owners(m, h, clusters)
+	res.Split = split(own, ids)
 	res.SplitRatio = ratio(res.Split)
-	logf("[%s] split %v (max/min %.2f); measuring hub requests for %s", m.Name, res.Split, res.SplitRatio, window)
+	benchutil.Logf("[%s] split %v (max/min %.2f); measuring hub requests for %s", m.Name, res.Split, res.SplitRatio, window)
 
-	cs, err := kubernetes.NewForConfig(bed.Hub.Config)
-	if err != nil {
-		return res, err
-	}
-	before, err := hubRequests(ctx, cs)
+	before, err := benchutil.Requests(ctx, bed.Hub.Config)
 	if err != nil {
 		return res, err
 	}
 	t0 := time.Now()
-	time.Sleep(window)
-	after, err := hubRequests(ctx, cs)
+	time.Sleep(window) // the steady-state window being measured
+	after, err := benchutil.Requests(ctx, bed.Hub.Config)
 	if err != nil {
 		return res, err
 	}
 	secs := time.Since(t0).Seconds()
 	res.RatePerVerb = map[string]float64{}
-	for k, v := range after {
-		d := (v - before[k]) / secs
-		if k == "*" {
-			res.TotalReqPerSec = d
-			continue
+	for k, v := range benchutil.Delta(before, after) {
+		d := v / secs
+		res.TotalReqPerSec += d
+		if k.Resource == "leases" {
+			res.LeaseReqPerSec += d
+			res.RatePerVerb[k.Verb] += d
 		}
-		res.LeaseReqPerSec += d
-		res.RatePerVerb[k] = d
 	}
-	logf("[%s] hub: %.1f lease req/s (%v), %.1f req/s in all", m.Name, res.LeaseReqPerSec, res.RatePerVerb, res.TotalReqPerSec)
+	benchutil.Logf("[%s] hub: %.1f lease req/s (%v), %.1f req/s in all", m.Name, res.LeaseReqPerSec, res.RatePerVerb, res.TotalReqPerSec)
+
+	// P5 movement: a fourth replica joins, then leaves (SIGTERM).
+	if _, err := start("cert-hub-3"); err != nil {
+		return res, err
+	}
+	h4, err := converged(3 * time.Minute)
+	if err != nil {
+		return res, fmt.Errorf("fences never converged on 4 replicas: %v", h4)
+	}
+	own4 := owners(m, h4, clusters)
+	res.MovedJoin = moved(own, own4)
+	stop(procs["cert-hub-3"], syscall.SIGTERM)
+	h3, err := converged(3 * time.Minute)
+	if err != nil {
+		return res, fmt.Errorf("fences never converged back on 3 replicas: %v", h3)
+	}
+	res.MovedLeave = moved(own4, owners(m, h3, clusters))
+	benchutil.Logf("[%s] 3→4 moved %.0f%% of clusters (split %v), 4→3 moved %.0f%%", m.Name, 100*res.MovedJoin,
+		split(own4, append(slices.Clone(ids), "cert-hub-3")), 100*res.MovedLeave)
 
 	if !m.Failover {
 		return res, nil
@@ -298,7 +289,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		if err != nil {
 			return res, fmt.Errorf("%s of %s: its %d fences were never taken over", sig, victim, len(fences))
 		}
-		logf("[%s] %s of %s (%d fences): taken over after %.1fs", m.Name, sig, victim, len(fences), took)
+		benchutil.Logf("[%s] %s of %s (%d fences): taken over after %.1fs", m.Name, sig, victim, len(fences), took)
 		if sig == syscall.SIGKILL {
 			res.KillSeconds = append(res.KillSeconds, took)
 		} else {
@@ -366,25 +357,43 @@ func busiest(h map[string]string, live map[string]bool) string {
 	return best
 }
 
-// split counts clusters per replica: from per-cluster fences, or, with
-// buckets, from each cluster's bucket fence (shard.FenceKey).
-func split(ctx context.Context, m mode, h map[string]string, ids []string, bed *testbed.Bed, clusters int) ([]int, error) {
+// owners maps each cluster to its owner: from its per-cluster fence, or,
+// with buckets, from its bucket's fence (shard.FenceKey).
+func owners(m mode, h map[string]string, clusters int) map[string]string {
+	out := map[string]string{}
+	for i := range clusters {
+		c := fmt.Sprintf("c%03d", i)
+		if m.FencePrefix == "certhub-shard-bucket-" {
+			out[c] = h[strings.TrimPrefix(shard.FenceKey(c, buckets), "bucket-")]
+		} else {
+			out[c] = h[c]
+		}
+	}
+	return out
+}
+
+// split counts clusters per replica, in the order of ids.
+func split(own map[string]string, ids []string) []int {
 	per := map[string]int{}
-	if m.FencePrefix == "certhub-shard-bucket-" {
-		// Bucket fences carry the key; clusters map to buckets the way internal/shard does.
-		for i := range clusters {
-			per[h[strings.TrimPrefix(shard.FenceKey(fmt.Sprintf("c%03d", i), 8), "bucket-")]]++
-		}
-	} else {
-		for _, who := range h {
-			per[who]++
-		}
+	for _, who := range own {
+		per[who]++
 	}
 	out := make([]int, 0, len(ids))
 	for _, id := range ids {
 		out = append(out, per[id])
 	}
-	return out, nil
+	return out
+}
+
+// moved is the share of clusters whose owner differs between a and b.
+func moved(a, b map[string]string) float64 {
+	n := 0
+	for c, who := range a {
+		if b[c] != who {
+			n++
+		}
+	}
+	return float64(n) / float64(max(len(a), 1))
 }
 
 func ratio(split []int) float64 {
@@ -395,66 +404,19 @@ func ratio(split []int) float64 {
 	return float64(hi) / float64(lo)
 }
 
-// hubRequests sums the hub API server's apiserver_request_total: by verb for
-// Leases, and "*" for everything.
-func hubRequests(ctx context.Context, cs *kubernetes.Clientset) (map[string]float64, error) {
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("failed to scrape hub metrics: %w", err)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			continue
-		}
-		labels := line[:sp]
-		out["*"] += v
-		if strings.Contains(labels, `resource="leases"`) {
-			out[label(labels, "verb")] += v
-		}
-	}
-	return out, sc.Err()
-}
-
-func label(s, name string) string {
-	i := strings.Index(s, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	s = s[i+len(name)+2:]
-	return s[:strings.IndexByte(s, '"')]
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func printTable(rs []Result) {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COORDINATOR\tSPLIT (3 replicas)\tMAX/MIN\tSIGKILL FAILOVER median [all]\tSIGTERM HANDOFF median [all]\tHUB LEASE REQ/S\tHUB REQ/S")
+	fmt.Fprintln(tw, "COORDINATOR\tSPLIT (3 replicas)\tMAX/MIN\tMOVED 3→4\tMOVED 4→3\tSIGKILL FAILOVER median [all]\tSIGTERM HANDOFF median [all]\tHUB LEASE REQ/S\tHUB REQ/S")
 	for _, r := range rs {
 		kill, term := "-", "-"
 		if len(r.KillSeconds) > 0 {
-			kill = fmt.Sprintf("%.1fs %v", median(r.KillSeconds), round(r.KillSeconds))
+			kill = fmt.Sprintf("%.1fs %v", benchutil.Median(r.KillSeconds), round(r.KillSeconds))
 		}
 		if len(r.TermSeconds) > 0 {
-			term = fmt.Sprintf("%.1fs %v", median(r.TermSeconds), round(r.TermSeconds))
+			term = fmt.Sprintf("%.1fs %v", benchutil.Median(r.TermSeconds), round(r.TermSeconds))
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%s\t%s\t%.1f\t%.1f\n", r.Mode, r.Split, r.SplitRatio, kill, term, r.LeaseReqPerSec, r.TotalReqPerSec)
+		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%.0f%%\t%.0f%%\t%s\t%s\t%.1f\t%.1f\n", r.Mode, r.Split, r.SplitRatio, 100*r.MovedJoin, 100*r.MovedLeave, kill, term, r.LeaseReqPerSec, r.TotalReqPerSec)
 	}
 	_ = tw.Flush()
 	fmt.Println()
@@ -466,8 +428,4 @@ func round(xs []float64) []float64 {
 		out[i] = float64(int(x*10+0.5)) / 10
 	}
 	return out
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

@@ -1,0 +1,240 @@
+// Package benchutil holds what the benchmark commands share: a watch that
+// records when Certificates turn Ready, a scrape of an API server's request
+// counters, order statistics, and the JSON results file.
+package benchutil
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/testbed"
+)
+
+// Logf prints a progress line with the time to stderr (tables go to stdout).
+func Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// WriteJSON writes v to out, or to test/bench/results/<prefix>-<UTC time>.json
+// when out is empty, and returns the path.
+func WriteJSON(prefix, out string, v any) (string, error) {
+	if out == "" {
+		out = filepath.Join("test", "bench", "results", prefix+"-"+time.Now().UTC().Format("20060102T150405Z")+".json")
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return out, os.WriteFile(out, raw, 0o644)
+}
+
+// Median of xs (the upper one for an even count); 0 for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// Quantile q (0..1) of ds by nearest rank.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*q))]
+}
+
+// MS is d in milliseconds.
+func MS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// ReadyWatcher records when each Certificate in a namespace is first seen Ready.
+type ReadyWatcher struct {
+	mu      sync.Mutex
+	readyAt map[string]time.Time
+	waiters map[string]chan struct{}
+}
+
+// WatchReady starts watching Certificates in ns (all namespaces when empty)
+// until ctx ends.
+func WatchReady(ctx context.Context, cfg *rest.Config, ns string) (*ReadyWatcher, error) {
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testbed.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	var opts []client.ListOption
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	wi, err := c.Watch(ctx, &cmapi.CertificateList{}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	w := &ReadyWatcher{readyAt: map[string]time.Time{}, waiters: map[string]chan struct{}{}}
+	go func() {
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			crt, ok := ev.Object.(*cmapi.Certificate)
+			if !ok || ev.Type == watch.Deleted || !testbed.IsReady(crt) {
+				continue
+			}
+			now := time.Now()
+			key := crt.Namespace + "/" + crt.Name
+			w.mu.Lock()
+			if _, seen := w.readyAt[key]; !seen {
+				w.readyAt[key] = now
+				if ch := w.waiters[key]; ch != nil {
+					close(ch)
+					delete(w.waiters, key)
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+// Wait returns a channel closed once namespace/name is Ready.
+func (w *ReadyWatcher) Wait(namespace, name string) <-chan struct{} {
+	key := namespace + "/" + name
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := make(chan struct{})
+	if _, ok := w.readyAt[key]; ok {
+		close(c)
+		return c
+	}
+	if old := w.waiters[key]; old != nil {
+		return old
+	}
+	w.waiters[key] = c
+	return c
+}
+
+// ReadyAt is when namespace/name was first seen Ready.
+func (w *ReadyWatcher) ReadyAt(namespace, name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.readyAt[namespace+"/"+name]
+	return t, ok
+}
+
+// Ready is how many Certificates were seen Ready.
+func (w *ReadyWatcher) Ready() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.readyAt)
+}
+
+// Request is one series of apiserver_request_total.
+type Request struct {
+	Verb, Resource, Subresource, Code string
+}
+
+// Write reports whether the request changed state.
+func (r Request) Write() bool {
+	switch r.Verb {
+	case "POST", "PUT", "PATCH", "DELETE", "APPLY", "CREATE", "UPDATE":
+		return true
+	}
+	return false
+}
+
+// Requests scrapes the API server's apiserver_request_total counters.
+func Requests(ctx context.Context, cfg *rest.Config) (map[Request]float64, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape %s/metrics: %w", cfg.Host, err)
+	}
+	out := map[Request]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		l := line[:sp]
+		out[Request{Verb: label(l, "verb"), Resource: label(l, "resource"), Subresource: label(l, "subresource"), Code: label(l, "code")}] += v
+	}
+	return out, sc.Err()
+}
+
+// Delta is after - before per series, dropping zeros.
+func Delta(before, after map[Request]float64) map[Request]float64 {
+	out := map[Request]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// WritesPerCert divides the write requests in d by n issued certificates,
+// less the n Certificate creates the benchmark itself made. It returns the total and
+// the same by "VERB resource[/subresource]".
+func WritesPerCert(d map[Request]float64, n int) (float64, map[string]float64) {
+	by := map[string]float64{}
+	total := 0.0
+	for k, v := range d {
+		if !k.Write() || k.Resource == "leases" { // kube-apiserver's own identity Lease
+			continue
+		}
+		if k.Verb == "POST" && k.Resource == "certificates" && k.Subresource == "" {
+			v -= float64(n)
+		}
+		if v <= 0 {
+			continue
+		}
+		name := k.Verb + " " + k.Resource
+		if k.Subresource != "" {
+			name += "/" + k.Subresource
+		}
+		if !strings.HasPrefix(k.Code, "2") {
+			name += " " + k.Code
+		}
+		by[name] += v / float64(n)
+		total += v
+	}
+	return total / float64(n), by
+}
+
+func label(s, name string) string {
+	i := strings.Index(s, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(name)+2:]
+	return s[:strings.IndexByte(s, '"')]
+}

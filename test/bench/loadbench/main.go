@@ -1,0 +1,415 @@
+// Command loadbench measures certhub at scale on the test bed (P2 and P6 of
+// docs/benchmarks.md) and prints one table per measurement:
+//
+//   - P2 throughput: -certs ECDSA Certificates created at once across
+//     -clusters downstream API servers, served by 3 replica processes: wall
+//     time from the first create until all are Ready, certs/s, and, in the
+//     same run, the raw rate of the pki calls alone (key generation +
+//     signing, one goroutine per core) so the ratio to this machine's limit
+//     is visible; also the downstream API writes per issued certificate.
+//   - P6 memory: the RSS of one replica process serving 1, 10, 50 and 100
+//     clusters (namespace-scoped registrations sharing two API servers), 10
+//     Certificates each, all issued and idle; MiB per cluster is the slope.
+//
+// Results are also written as JSON. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"go.uber.org/zap/zapcore"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/bench/internal/benchutil"
+)
+
+const issuer = "bench-ca"
+
+// Throughput is P2's result.
+type Throughput struct {
+	Certs, Clusters, Replicas int
+	WallSeconds               float64            `json:"wallSeconds"`
+	PerSec                    float64            `json:"certsPerSecond"`
+	RawPerSec                 float64            `json:"rawPkiCertsPerSecond"`
+	RawSerialPerSec           float64            `json:"rawPkiCertsPerSecondOneCore"`
+	RatioToRaw                float64            `json:"ratioToRaw"`
+	WritesPerCert             float64            `json:"downstreamWritesPerCertificate"`
+	WritesBy                  map[string]float64 `json:"downstreamWritesPerCertificateBy"`
+}
+
+// Memory is one row of P6.
+type Memory struct {
+	Clusters int     `json:"clusters"`
+	Certs    int     `json:"certificates"`
+	RSSMiB   float64 `json:"rssMiB"`
+}
+
+func main() {
+	certs := flag.Int("certs", 1000, "P2: Certificates created at once")
+	clusters := flag.Int("clusters", 10, "P2: downstream clusters (one API server each)")
+	steps := flag.String("memory-steps", "1,10,50,100", "P6: cluster counts (comma-separated; empty skips P6)")
+	perCluster := flag.Int("memory-certs", 10, "P6: Certificates per cluster")
+	only := flag.String("only", "", "run only P2 or P6")
+	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	dir, err := os.MkdirTemp("", "loadbench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(dir)
+	benchutil.Logf("building certhub")
+	bin, err := benchutil.BuildCertHub(dir)
+	if err != nil {
+		fail(err)
+	}
+	res := map[string]any{}
+	if *only == "" || *only == "P2" {
+		tp, err := throughput(bin, dir, *certs, *clusters)
+		if err != nil {
+			fail(fmt.Errorf("P2: %w", err))
+		}
+		res["throughput"] = tp
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT")
+		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%.0f | %.0f\t%.2f\t%.2f\n", tp.Certs, tp.Clusters, tp.Replicas,
+			tp.WallSeconds, tp.PerSec, tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert)
+		_ = tw.Flush()
+		fmt.Printf("  writes per certificate: %v\n", tp.WritesBy)
+	}
+	if (*only == "" || *only == "P6") && *steps != "" {
+		var ns []int
+		for _, s := range splitComma(*steps) {
+			var n int
+			if _, err := fmt.Sscan(s, &n); err != nil {
+				fail(fmt.Errorf("-memory-steps: %w", err))
+			}
+			ns = append(ns, n)
+		}
+		rows, err := memory(bin, dir, ns, *perCluster)
+		if err != nil {
+			fail(fmt.Errorf("P6: %w", err))
+		}
+		res["memory"] = rows
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nP6 MEMORY (1 replica, idle)\tCERTIFICATES\tRSS\tMiB PER CLUSTER (slope from the first row)")
+		for i, r := range rows {
+			per := "-"
+			if i > 0 {
+				per = fmt.Sprintf("%.2f", (r.RSSMiB-rows[0].RSSMiB)/float64(r.Clusters-rows[0].Clusters))
+			}
+			fmt.Fprintf(tw, "%d clusters\t%d\t%.1f MiB\t%s\n", r.Clusters, r.Certs, r.RSSMiB, per)
+		}
+		_ = tw.Flush()
+	}
+	path, err := benchutil.WriteJSON("load", *out, res)
+	if err != nil {
+		fail(err)
+	}
+	benchutil.Logf("wrote %s", path)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "loadbench:", err)
+	os.Exit(1)
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// replicaArgs are the flags every replica here runs with.
+func replicaArgs(bed *testbed.Bed, kubeconfig string) []string {
+	return []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+}
+
+func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
+	tp := Throughput{Certs: certs, Clusters: clusters, Replicas: 3}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchutil.Logf("P2: starting hub + %d downstream API servers", clusters)
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: clusters})
+	if err != nil {
+		return tp, err
+	}
+	defer func() { _ = bed.Stop() }()
+	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
+		return tp, err
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
+	if err != nil {
+		return tp, err
+	}
+	const ns = "load"
+	watchers := make([]*benchutil.ReadyWatcher, clusters)
+	for i, cp := range bed.Downstreams {
+		if _, err := bed.Register(ctx, cp); err != nil {
+			return tp, err
+		}
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return tp, err
+		}
+		if watchers[i], err = benchutil.WatchReady(ctx, cp.Config, ns); err != nil {
+			return tp, err
+		}
+	}
+	for i := range 3 {
+		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), replicaArgs(bed, kubeconfig)...)
+		if err != nil {
+			return tp, err
+		}
+		defer p.Stop(syscall.SIGTERM)
+	}
+	// Warm up: one Certificate per cluster, so every cluster is owned and engaged.
+	benchutil.Logf("P2: 3 replicas started; warming up every cluster")
+	for i, cp := range bed.Downstreams {
+		if err := cp.Client.Create(ctx, cert(ns, "warmup", cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
+			return tp, err
+		}
+		select {
+		case <-watchers[i].Wait(ns, "warmup"):
+		case <-time.After(3 * time.Minute):
+			return tp, fmt.Errorf("warm-up Certificate in %s never Ready", cp.Name)
+		}
+	}
+	holders, err := fenceHolders(ctx, bed)
+	if err != nil {
+		return tp, err
+	}
+	benchutil.Logf("P2: owners %v", holders)
+
+	before := make([]map[benchutil.Request]float64, clusters)
+	for i, cp := range bed.Downstreams {
+		if before[i], err = benchutil.Requests(ctx, cp.Config); err != nil {
+			return tp, err
+		}
+	}
+	benchutil.Logf("P2: creating %d Certificates across %d clusters", certs, clusters)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, clusters)
+	for i, cp := range bed.Downstreams {
+		wg.Go(func() {
+			for j := i; j < certs; j += clusters {
+				if err := cp.Client.Create(ctx, cert(ns, fmt.Sprintf("load-%04d", j), cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return tp, err
+		}
+	}
+	created := time.Since(start)
+	for j := range certs {
+		select {
+		case <-watchers[j%clusters].Wait(ns, fmt.Sprintf("load-%04d", j)):
+		case <-time.After(10 * time.Minute):
+			return tp, fmt.Errorf("Certificate load-%04d never Ready", j)
+		}
+	}
+	wall := time.Since(start)
+	tp.WallSeconds, tp.PerSec = wall.Seconds(), float64(certs)/wall.Seconds()
+	benchutil.Logf("P2: all %d Ready after %.1fs (creating took %.1fs): %.1f certs/s", certs, wall.Seconds(), created.Seconds(), tp.PerSec)
+
+	time.Sleep(2 * time.Second) // let the last status writes and events land before counting
+	total := map[benchutil.Request]float64{}
+	for i, cp := range bed.Downstreams {
+		after, err := benchutil.Requests(ctx, cp.Config)
+		if err != nil {
+			return tp, err
+		}
+		for k, v := range benchutil.Delta(before[i], after) {
+			total[k] += v
+		}
+	}
+	tp.WritesPerCert, tp.WritesBy = benchutil.WritesPerCert(total, certs)
+
+	// The same run's physical limit: the pki calls alone, one goroutine per core.
+	benchutil.Logf("P2: measuring the raw pki rate")
+	tp.RawSerialPerSec, tp.RawPerSec, err = rawPKI()
+	if err != nil {
+		return tp, err
+	}
+	tp.RatioToRaw = tp.PerSec / tp.RawPerSec
+	return tp, nil
+}
+
+// rawPKI runs key generation + signing (cert-manager's pki, ECDSA P-256, a
+// CA issuer's signing call) as Go benchmarks: on one goroutine, and on one
+// per core. It returns certificates per second for each.
+func rawPKI() (serial, parallel float64, err error) {
+	caKey, err := pki.GenerateECPrivateKey(256)
+	if err != nil {
+		return 0, 0, err
+	}
+	caTmpl := &x509.Certificate{}
+	caCrt := &cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "bench CA", IsCA: true}}
+	if caTmpl, err = pki.CertificateTemplateFromCertificate(caCrt); err != nil {
+		return 0, 0, err
+	}
+	_, ca, err := pki.SignCertificate(caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return 0, 0, err
+	}
+	crt := cert("bench", "raw", cmapi.ECDSAKeyAlgorithm, 256)
+	one := func() error {
+		key, err := pki.GeneratePrivateKeyForCertificate(crt)
+		if err != nil {
+			return err
+		}
+		tmpl, err := pki.CertificateTemplateFromCertificate(crt)
+		if err != nil {
+			return err
+		}
+		_, _, err = pki.SignCertificate(tmpl, ca, key.Public(), caKey)
+		return err
+	}
+	var benchErr error
+	var mu sync.Mutex
+	r := testing.Benchmark(func(b *testing.B) {
+		for b.Loop() {
+			if err := one(); err != nil {
+				benchErr = err
+			}
+		}
+	})
+	p := testing.Benchmark(func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := one(); err != nil {
+					mu.Lock()
+					benchErr = err
+					mu.Unlock()
+				}
+			}
+		})
+	})
+	perSec := func(r testing.BenchmarkResult) float64 { return float64(r.N) / r.T.Seconds() }
+	return perSec(r), perSec(p), benchErr
+}
+
+func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const servers = 2
+	benchutil.Logf("P6: starting hub + %d downstream API servers", servers)
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: servers})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = bed.Stop() }()
+	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	watchers := make([]*benchutil.ReadyWatcher, servers)
+	for i, cp := range bed.Downstreams {
+		if watchers[i], err = benchutil.WatchReady(ctx, cp.Config, ""); err != nil {
+			return nil, err
+		}
+	}
+	var rows []Memory
+	registered := 0
+	for _, n := range steps {
+		for ; registered < n; registered++ {
+			name := fmt.Sprintf("m%03d", registered)
+			cp := bed.Downstreams[registered%servers]
+			if _, err := bed.RegisterNamespaced(ctx, cp, name, name); err != nil {
+				return nil, err
+			}
+			for j := range perCluster {
+				if err := cp.Client.Create(ctx, cert(name, fmt.Sprintf("c%02d", j), cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		p, err := benchutil.StartReplica(bin, dir, "cert-hub-0", replicaArgs(bed, kubeconfig)...)
+		if err != nil {
+			return nil, err
+		}
+		want := n * perCluster
+		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+			return watchers[0].Ready()+watchers[1].Ready() >= want, nil
+		})
+		if err != nil {
+			p.Stop(syscall.SIGTERM)
+			return nil, fmt.Errorf("%d clusters: only %d of %d Certificates Ready", n, watchers[0].Ready()+watchers[1].Ready(), want)
+		}
+		// Idle: every Certificate issued. Let the Go runtime settle, then take
+		// the median of 5 readings a second apart.
+		time.Sleep(15 * time.Second)
+		var rss []float64
+		for range 5 {
+			b, err := p.RSS()
+			if err != nil {
+				p.Stop(syscall.SIGTERM)
+				return nil, err
+			}
+			rss = append(rss, float64(b)/(1<<20))
+			time.Sleep(time.Second)
+		}
+		p.Stop(syscall.SIGTERM)
+		row := Memory{Clusters: n, Certs: want, RSSMiB: benchutil.Median(rss)}
+		benchutil.Logf("P6: %d clusters, %d Certificates: RSS %.1f MiB (readings %v)", n, want, row.RSSMiB, rss)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func fenceHolders(ctx context.Context, bed *testbed.Bed) (map[string]string, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.HubNamespace()), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil {
+			out[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return out, nil
+}
+
+func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certificate {
+	c := testbed.ValidCertificate(ns, name, issuer)
+	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: alg, Size: size}
+	return c
+}

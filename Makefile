@@ -63,7 +63,7 @@ test-unit: ## Unit tests (no API server)
 # their margin. Chaos runs its short form here (~2.5 min); `make chaos` the long one.
 test-integration: envtest ## Integration tests on real API servers (1 hub + N downstream; shard and chaos: 3 replica processes)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/integration/shard/
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep -v '^20[0-9-]*T'
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
 
 CHAOS_DURATION ?= 10m
@@ -71,8 +71,8 @@ CHAOS_FLAGS ?= -chaos.certs=1000 -chaos.updates=1000
 .PHONY: chaos
 chaos: envtest ## Long chaos run: 3 replica processes, 5 clusters, SIGKILLs, a downstream outage, a hub restart; invariants checked (CHAOS_DURATION, default 10m)
 	@mkdir -p test/bench/results
-	CHAOS_REPORT=test/bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).json KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" \
-	  $(GO) test -count=1 -timeout 60m -v -run TestChaos ./test/integration/chaos/ -args -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS) 2>&1 | grep -v '^20[0-9-]*T'
+	CHAOS_REPORT=$(CURDIR)/test/bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).json KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" \
+	  $(GO) test -count=1 -timeout 60m -v -run TestChaos ./test/integration/chaos/ -args -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS) 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
 
 .PHONY: test-argocd
 test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3's own code does (separate module)
@@ -83,7 +83,7 @@ test-e2e: demo ## The demo flow with the built binary
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: envtest ## Benchmarks P1-P8 of docs/benchmarks.md: tables on stdout + test/bench/results/*.json (~45 min)
+bench: envtest ## Benchmarks P1-P8 of docs/benchmarks.md: tables on stdout + test/bench/results/*.json (~30 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench

@@ -40,16 +40,7 @@ func (b *Bed) RegisterAs(ctx context.Context, cp *ControlPlane, clusterName stri
 	if err != nil {
 		return nil, err
 	}
-	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
-	s, err := inventory.NewSecret(b.opts.ArgoNamespace, clusterName, clusterName, cp.Server(), cc)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.Hub.Client.Create(ctx, s); err != nil {
-		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", clusterName, err)
-	}
-	b.opts.Progress("registered %s (%s) as Argo CD cluster Secret %s/%s", clusterName, cp.Server(), s.Namespace, s.Name)
-	return s, nil
+	return b.register(ctx, cp, clusterName, token, "")
 }
 
 // RegisterNamespaced registers namespace ns of cp as cluster clusterName:
@@ -61,15 +52,24 @@ func (b *Bed) RegisterNamespaced(ctx context.Context, cp *ControlPlane, clusterN
 	if err != nil {
 		return nil, err
 	}
+	return b.register(ctx, cp, clusterName, token, ns)
+}
+
+// register creates the Argo CD cluster Secret for cp with token, limited to
+// namespaces when it is not empty.
+func (b *Bed) register(ctx context.Context, cp *ControlPlane, clusterName, token, namespaces string) (*corev1.Secret, error) {
 	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
 	s, err := inventory.NewSecret(b.opts.ArgoNamespace, clusterName, clusterName, cp.Server(), cc)
 	if err != nil {
 		return nil, err
 	}
-	s.Data["namespaces"] = []byte(ns)
+	if namespaces != "" {
+		s.Data["namespaces"] = []byte(namespaces)
+	}
 	if err := b.Hub.Client.Create(ctx, s); err != nil {
 		return nil, fmt.Errorf("failed to create cluster Secret for %s: %w", clusterName, err)
 	}
+	b.opts.Progress("registered %s (%s) as Argo CD cluster Secret %s/%s", clusterName, cp.Server(), s.Namespace, s.Name)
 	return s, nil
 }
 

@@ -29,17 +29,15 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"go.uber.org/zap/zapcore"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
+	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 const issuer = "bench-ca"
@@ -147,29 +145,36 @@ func splitComma(s string) []string {
 	return out
 }
 
-// replicaArgs are the flags every replica here runs with.
-func replicaArgs(bed *testbed.Bed, kubeconfig string) []string {
-	return []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+// startBed starts a hub and downstreams API servers with the CA ClusterIssuer,
+// and returns the flags a replica needs to serve it (the caller stops the bed).
+func startBed(ctx context.Context, what, dir string, downstreams int) (*testbed.Bed, []string, error) {
+	benchutil.Logf("%s: starting hub + %d downstream API servers", what, downstreams)
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
+		_ = bed.Stop()
+		return nil, nil, err
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
+	if err != nil {
+		_ = bed.Stop()
+		return nil, nil, err
+	}
+	return bed, []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, nil
 }
 
 func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 	tp := Throughput{Certs: certs, Clusters: clusters, Replicas: 3}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	benchutil.Logf("P2: starting hub + %d downstream API servers", clusters)
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: clusters})
+	bed, args, err := startBed(ctx, "P2", dir, clusters)
 	if err != nil {
 		return tp, err
 	}
 	defer func() { _ = bed.Stop() }()
-	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
-		return tp, err
-	}
-	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
-	if err != nil {
-		return tp, err
-	}
 	const ns = "load"
 	watchers := make([]*benchutil.ReadyWatcher, clusters)
 	for i, cp := range bed.Downstreams {
@@ -184,7 +189,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 		}
 	}
 	for i := range 3 {
-		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), replicaArgs(bed, kubeconfig)...)
+		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), args...)
 		if err != nil {
 			return tp, err
 		}
@@ -202,11 +207,15 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 			return tp, fmt.Errorf("warm-up Certificate in %s never Ready", cp.Name)
 		}
 	}
-	holders, err := fenceHolders(ctx, bed)
+	fences, err := fleet.FenceHolders(ctx, bed.Hub.Client, bed.HubNamespace())
 	if err != nil {
 		return tp, err
 	}
-	benchutil.Logf("P2: owners %v", holders)
+	owners := map[string]string{}
+	for c, f := range fences {
+		owners[c] = f.Holder
+	}
+	benchutil.Logf("P2: owners %v", owners)
 
 	before := make([]map[benchutil.Request]float64, clusters)
 	for i, cp := range bed.Downstreams {
@@ -327,19 +336,11 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const servers = 2
-	benchutil.Logf("P6: starting hub + %d downstream API servers", servers)
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: servers})
+	bed, args, err := startBed(ctx, "P6", dir, servers)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = bed.Stop() }()
-	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
-		return nil, err
-	}
-	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
-	if err != nil {
-		return nil, err
-	}
 	watchers := make([]*benchutil.ReadyWatcher, servers)
 	for i, cp := range bed.Downstreams {
 		if watchers[i], err = benchutil.WatchReady(ctx, cp.Config, ""); err != nil {
@@ -361,7 +362,7 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 				}
 			}
 		}
-		p, err := benchutil.StartReplica(bin, dir, "cert-hub-0", replicaArgs(bed, kubeconfig)...)
+		p, err := benchutil.StartReplica(bin, dir, "cert-hub-0", args...)
 		if err != nil {
 			return nil, err
 		}
@@ -392,20 +393,6 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
-}
-
-func fenceHolders(ctx context.Context, bed *testbed.Bed) (map[string]string, error) {
-	list := &coordinationv1.LeaseList{}
-	if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.HubNamespace()), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, l := range list.Items {
-		if l.Spec.HolderIdentity != nil {
-			out[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
-		}
-	}
-	return out, nil
 }
 
 func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certificate {

@@ -205,8 +205,15 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	start := time.Now()
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup
+	// At most 4 start at once: kube-apiserver's start-up is CPU-heavy, and 11
+	// at once on 2 cores ran past envtest's start timeout.
+	sem := make(chan struct{}, 4)
 	for i, cp := range all {
-		wg.Go(func() { errs[i] = cp.start(opts.AssetsDir) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = cp.start(opts.AssetsDir)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

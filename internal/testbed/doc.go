@@ -6,7 +6,11 @@
 // cert-manager Go module by hack/sync-crds.sh). Register gives a downstream
 // cluster a ServiceAccount with certhub's downstream RBAC, mints a token for
 // it, and writes an Argo CD cluster Secret for it into the hub, exactly as a
-// platform team would commit one to Git.
+// platform team would commit one to Git. RegisterNamespaced does the same for
+// one namespace of a control plane, so many "clusters" can share one API
+// server. StopAPIServer/StartAPIServer take a control plane's kube-apiserver
+// away and bring it back with the same flags (etcd keeps running), for the
+// chaos run.
 //
 // Binaries come from KUBEBUILDER_ASSETS or, when unset, from the cache that
 // hack/ensure-envtest-assets.sh fills for the version in envtest.version (the

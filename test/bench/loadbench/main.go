@@ -193,7 +193,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 		if err != nil {
 			return tp, err
 		}
-		defer p.Stop(syscall.SIGTERM)
+		defer benchutil.Stop(p, syscall.SIGTERM)
 	}
 	// Warm up: one Certificate per cluster, so every cluster is owned and engaged.
 	benchutil.Logf("P2: 3 replicas started; warming up every cluster")
@@ -371,7 +371,7 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 			return watchers[0].Ready()+watchers[1].Ready() >= want, nil
 		})
 		if err != nil {
-			p.Stop(syscall.SIGTERM)
+			benchutil.Stop(p, syscall.SIGTERM)
 			return nil, fmt.Errorf("%d clusters: only %d of %d Certificates Ready", n, watchers[0].Ready()+watchers[1].Ready(), want)
 		}
 		// Idle: every Certificate issued. Let the Go runtime settle, then take
@@ -381,13 +381,13 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 		for range 5 {
 			b, err := p.RSS()
 			if err != nil {
-				p.Stop(syscall.SIGTERM)
+				benchutil.Stop(p, syscall.SIGTERM)
 				return nil, err
 			}
 			rss = append(rss, float64(b)/(1<<20))
 			time.Sleep(time.Second)
 		}
-		p.Stop(syscall.SIGTERM)
+		benchutil.Stop(p, syscall.SIGTERM)
 		row := Memory{Clusters: n, Certs: want, RSSMiB: benchutil.Median(rss)}
 		benchutil.Logf("P6: %d clusters, %d Certificates: RSS %.1f MiB (readings %v)", n, want, row.RSSMiB, rss)
 		rows = append(rows, row)

@@ -35,6 +35,7 @@ import (
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
+	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 // buckets is the bucket count of the bucketed mode.
@@ -135,8 +136,8 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	if err != nil {
 		return res, err
 	}
-	procs := map[string]*benchutil.Proc{}
-	start := func(id string) (*benchutil.Proc, error) {
+	procs := map[string]*fleet.Replica{}
+	start := func(id string) (*fleet.Replica, error) {
 		p, err := benchutil.StartReplica(bin, dir, id, append([]string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
 			"--cluster-secret-namespace", bed.ArgoNamespace(),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, m.Args...)...)
@@ -146,8 +147,8 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		procs[id] = p
 		return p, nil
 	}
-	stop := func(p *benchutil.Proc, sig syscall.Signal) {
-		p.Stop(sig)
+	stop := func(p *fleet.Replica, sig syscall.Signal) {
+		benchutil.Stop(p, sig)
 		delete(procs, p.ID)
 	}
 	defer func() {

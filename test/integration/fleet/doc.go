@@ -2,8 +2,9 @@
 // watches what they do, for the integration tiers that need several replicas
 // at once (shard, chaos):
 //
-//   - Config.Start starts one replica; Replica.Stop signals it (SIGKILL or
-//     SIGTERM) and waits for its exit.
+//   - Config.Start starts one replica for a test (Launch, without a test,
+//     for the benchmarks); Replica.Stop signals it (SIGKILL or SIGTERM) and
+//     waits for its exit; Replica.RSS reads its memory.
 //   - StartAuditor records every version of every certhub-managed Secret in
 //     the downstream clusters; Auditor.Check fails the test when two replicas
 //     wrote one cluster within one fence period.

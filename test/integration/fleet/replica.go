@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,28 +66,22 @@ func (c Config) Start(t testing.TB, id string) *Replica {
 	if c.Timings == (Timings{}) {
 		c.Timings = FastTimings
 	}
-	r := &Replica{ID: id, probes: freeAddr(t), done: make(chan struct{})}
+	probes := freeAddr(t)
 	dir := os.Getenv("CERTHUB_TEST_LOGDIR")
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	r.logPath = filepath.Join(dir, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano()))
-	logf, err := os.Create(r.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{"run",
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", c.HubNamespace, "--cluster-secret-namespace", c.ArgoNamespace,
-		"--identity", id, "--metrics-bind-address", "0", "--health-probe-bind-address", r.probes,
+		"--identity", id, "--metrics-bind-address", "0", "--health-probe-bind-address", probes,
 		"--lease-duration", c.Timings.LeaseDuration.String(), "--renew-deadline", c.Timings.RenewDeadline.String(),
 		"--retry-period", c.Timings.RetryPeriod.String(), "--renew-interval", c.Timings.RenewInterval.String()}, c.Args...)
-	r.cmd = exec.Command(c.Binary, args...)
-	r.cmd.Stdout, r.cmd.Stderr = logf, logf
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", id, err)
+	r, err := Launch(id, c.Binary, dir, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { r.exitErr = r.cmd.Wait(); logf.Close(); close(r.done) }()
+	r.probes = probes
 	t.Cleanup(func() {
 		if r.Running() {
 			_ = r.cmd.Process.Signal(syscall.SIGTERM)
@@ -101,6 +96,25 @@ func (c Config) Start(t testing.TB, id string) *Replica {
 		}
 	})
 	return r
+}
+
+// Launch starts `bin args...` as replica id, its output in a new log file in
+// dir, without a test to clean up after it (benchmarks; Config.Start wraps it).
+func Launch(id, bin, dir string, args ...string) (*Replica, error) {
+	r := &Replica{ID: id, done: make(chan struct{}),
+		logPath: filepath.Join(dir, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano()))}
+	logf, err := os.Create(r.logPath)
+	if err != nil {
+		return nil, err
+	}
+	r.cmd = exec.Command(bin, args...)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	if err := r.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", id, err)
+	}
+	go func() { r.exitErr = r.cmd.Wait(); logf.Close(); close(r.done) }()
+	return r, nil
 }
 
 // Running reports whether the process has not exited yet.
@@ -145,16 +159,34 @@ func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
 // Stop sends sig and waits up to 30s for the process to exit. It returns the
 // process's exit error (nil for a clean exit), or an error when it did not exit.
 // Safe to call from any goroutine.
-func (r *Replica) Stop(sig syscall.Signal) error {
+func (r *Replica) Stop(sig syscall.Signal) error { return r.StopWithin(sig, 30*time.Second) }
+
+// StopWithin is Stop with its own wait.
+func (r *Replica) StopWithin(sig syscall.Signal, wait time.Duration) error {
 	if err := r.cmd.Process.Signal(sig); err != nil && r.Running() {
 		return fmt.Errorf("signal %s: %w", r, err)
 	}
 	select {
 	case <-r.done:
 		return r.exitErr
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s did not exit within 30s of %s", r, sig)
+	case <-time.After(wait):
+		return fmt.Errorf("%s did not exit within %s of %s", r, wait, sig)
 	}
+}
+
+// RSS is the process's resident set size in bytes (VmRSS).
+func (r *Replica) RSS() (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for %s", r)
 }
 
 func (r *Replica) String() string { return fmt.Sprintf("replica %s (pid %d)", r.ID, r.cmd.Process.Pid) }

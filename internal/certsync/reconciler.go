@@ -247,7 +247,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// The cache may not have seen the last write to this Secret yet (ours
 		// a moment ago, or the previous owner's before a handoff): decide on
 		// the live object before signing, or one spec would be issued twice.
-		live, err := r.liveSecret(ctx, cl, secret)
+		live, err := r.liveSecret(ctx, cl, client.ObjectKeyFromObject(secret))
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -342,14 +342,14 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 	return r.applySecret(ctx, t, s, d)
 }
 
-// liveSecret reads s from the API server, bypassing the cache; nil when it is gone.
-func (r *reconciler) liveSecret(ctx context.Context, cl cluster.Cluster, s *corev1.Secret) (*corev1.Secret, error) {
+// liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
+func (r *reconciler) liveSecret(ctx context.Context, cl cluster.Cluster, key client.ObjectKey) (*corev1.Secret, error) {
 	live := &corev1.Secret{}
-	if err := cl.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(s), live); err != nil {
+	if err := cl.GetAPIReader().Get(ctx, key, live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("failed to get Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return nil, fmt.Errorf("failed to get Secret %s: %w", key, err)
 	}
 	return live, nil
 }
@@ -368,13 +368,11 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	}
 	// The cache only holds managed Secrets: a miss may be a Secret that is not
 	// ours, or one we just wrote that the cache has not seen yet.
-	if err := cl.GetAPIReader().Get(ctx, key, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
+	live, err := r.liveSecret(ctx, cl, key)
+	if live == nil || err != nil {
+		return nil, false, err
 	}
-	return s, s.Labels[ManagedLabel] != ManagedValue, nil
+	return live, live.Labels[ManagedLabel] != ManagedValue, nil
 }
 
 func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords) (_ reconcile.Result, err error) {

@@ -134,11 +134,7 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 }
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
-	v := pki.FuzzyX509AltNamesMatchSpec(st.cert, in.crt.Spec)
-	if in.crt.Spec.CommonName != "" && st.cert.Subject.CommonName != in.crt.Spec.CommonName {
-		v = append(v, "spec.commonName")
-	}
-	if len(v) > 0 {
+	if v := certificateMismatches(st.cert, in.crt.Spec); len(v) > 0 {
 		return ReasonIncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
 	}
 	return "", "", false

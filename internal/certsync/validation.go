@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,6 +20,8 @@ const (
 	minDuration    = time.Hour
 	minRenewBefore = 5 * time.Minute
 	maxCommonName  = 64
+	// certManagerGroup is the API group of cert-manager's own issuers.
+	certManagerGroup = "cert-manager.io"
 )
 
 // specError is why a Certificate spec cannot be issued: the reason of the
@@ -87,9 +90,7 @@ func validateSpec(crt *cmapi.Certificate) error {
 			}
 		}
 	}
-	if s.IssuerRef.Name == "" {
-		el = append(el, field.Required(p.Child("issuerRef", "name"), "must be specified"))
-	}
+	el = append(el, validateIssuerRef(s.IssuerRef, p)...)
 
 	commonName := s.CommonName
 	if s.LiteralSubject != "" {
@@ -102,8 +103,20 @@ func validateSpec(crt *cmapi.Certificate) error {
 		rdns, err := pki.UnmarshalSubjectStringToRDNSequence(s.LiteralSubject)
 		if err != nil {
 			el = append(el, field.Invalid(p.Child("literalSubject"), s.LiteralSubject, err.Error()))
-		} else {
-			commonName = pki.ExtractCommonNameFromRDNSequence(rdns)
+		}
+		for _, rdn := range rdns {
+			for _, atv := range rdn {
+				switch {
+				case atv.Type.Equal(nil):
+					el = append(el, field.Invalid(p.Child("literalSubject"), s.LiteralSubject, fmt.Sprintf("Literal subject contains unrecognized key with value [%s]", atv.Value)))
+				case atv.Type.Equal(pki.OIDConstants.CommonName):
+					if str, ok := atv.Value.(string); ok {
+						commonName = str
+					} else {
+						el = append(el, field.Invalid(p.Child("literalSubject"), atv.Value, "Field with type CN should be a string"))
+					}
+				}
+			}
 		}
 	}
 	if commonName == "" && len(s.DNSNames) == 0 && len(s.URIs) == 0 && len(s.EmailAddresses) == 0 &&
@@ -176,6 +189,30 @@ func validateSpec(crt *cmapi.Certificate) error {
 		return nil
 	}
 	return &specError{reason: reasonFor(el[0].Field), errs: el}
+}
+
+// validateIssuerRef is cert-manager's webhook rule: a name, and for the
+// cert-manager.io group (or none) a kind of Issuer or ClusterIssuer. Kinds of
+// other groups are not checked here; the reconciler refuses them for good.
+func validateIssuerRef(ref cmmeta.IssuerReference, p *field.Path) field.ErrorList {
+	var el field.ErrorList
+	rp := p.Child("issuerRef")
+	if ref.Name == "" {
+		el = append(el, field.Required(rp.Child("name"), "must be specified"))
+	}
+	if ref.Group != "" && ref.Group != certManagerGroup {
+		return el
+	}
+	switch ref.Kind {
+	case "", cmapi.IssuerKind, cmapi.ClusterIssuerKind:
+	default:
+		msg := "must be one of Issuer or ClusterIssuer"
+		if ref.Group == "" {
+			msg += fmt.Sprintf(" (did you forget to set %s?)", rp.Child("kind").Child("group").String())
+		}
+		el = append(el, field.Invalid(rp.Child("kind"), ref.Kind, msg))
+	}
+	return el
 }
 
 func validateLifetime(crt *cmapi.Certificate, p *field.Path) field.ErrorList {

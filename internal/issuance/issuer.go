@@ -30,6 +30,10 @@ type Error struct {
 	Reason  string
 	Message string
 	Err     error
+	// Terminal is true when retrying cannot help until the Certificate
+	// itself changes (an issuerRef naming an external issuer group or an
+	// unknown kind); callers do not requeue.
+	Terminal bool
 }
 
 func (e *Error) Error() string {
@@ -105,7 +109,7 @@ func New(opts Options) (*Resolver, error) {
 // cert-manager.
 func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (Issuer, error) {
 	if ref.Group != "" && ref.Group != "cert-manager.io" {
-		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer group %q is not supported, only cert-manager.io", ref.Group)}
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Terminal: true, Message: fmt.Sprintf("issuerRef.group %q names an external issuer; certhub signs only with cert-manager.io issuers (a ClusterIssuer in the hub, or an Issuer downstream). Not retried until the Certificate changes", ref.Group)}
 	}
 	kind := ref.Kind
 	if kind == "" {
@@ -134,7 +138,7 @@ func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, name
 		}
 		return r.forSpec(ctx, fmt.Sprintf("Issuer %s/%s", namespace, ref.Name), &iss.Spec, downstream, namespace)
 	default:
-		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: fmt.Sprintf("issuer kind %q is not supported; use ClusterIssuer (in the hub) or Issuer", kind)}
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Terminal: true, Message: fmt.Sprintf("issuer kind %q is not supported; use ClusterIssuer (in the hub) or Issuer", kind)}
 	}
 }
 

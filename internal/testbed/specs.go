@@ -82,5 +82,17 @@ func InvalidSpecs() []InvalidSpec {
 		}},
 		{"secretName not a DNS name", certsync.ReasonInvalidSecretName, "spec.secretName", func(c *cmapi.Certificate) { c.Spec.SecretName = "Web_TLS" }},
 		{"issuerRef without name", certsync.ReasonInvalidIssuerRef, "spec.issuerRef.name", func(c *cmapi.Certificate) { c.Spec.IssuerRef.Name = "" }},
+		{"issuerRef external kind without group", certsync.ReasonInvalidIssuerRef, "must be one of Issuer or ClusterIssuer (did you forget to set spec.issuerRef.kind.group?)", func(c *cmapi.Certificate) {
+			c.Spec.IssuerRef.Kind, c.Spec.IssuerRef.Group = "AWSPCAClusterIssuer", ""
+		}},
+		{"issuerRef unknown cert-manager kind", certsync.ReasonInvalidIssuerRef, "spec.issuerRef.kind: Invalid value: \"Vault\": must be one of Issuer or ClusterIssuer", func(c *cmapi.Certificate) {
+			c.Spec.IssuerRef.Kind = "Vault"
+		}},
+		{"literalSubject unknown attribute", certsync.ReasonInvalidSubject, "Literal subject contains unrecognized key with value [x]", func(c *cmapi.Certificate) {
+			c.Spec.CommonName, c.Spec.LiteralSubject = "", "CN=a.example.com,UNKNOWN=x"
+		}},
+		{"literalSubject only unknown attributes", certsync.ReasonInvalidSubject, "Literal subject contains unrecognized key with value [y]", func(c *cmapi.Certificate) {
+			c.Spec.CommonName, c.Spec.DNSNames, c.Spec.LiteralSubject = "", nil, "FOO=y"
+		}},
 	}
 }

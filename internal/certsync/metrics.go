@@ -21,6 +21,7 @@ const (
 	metricRenewal    = "certhub_certificate_renewal_timestamp_seconds"
 	metricReady      = "certhub_certificate_ready_status"
 	metricIssuance   = "certhub_certificate_issuance_duration_seconds"
+	metricLoops      = "certhub_certificate_issuance_loops_total"
 )
 
 var certLabels = []string{"cluster", "namespace", "name", "issuer_name", "issuer_kind", "issuer_group"}
@@ -29,6 +30,7 @@ type syncMetrics struct {
 	expiration, notBefore, notAfter, renewal *prometheus.GaugeVec
 	ready                                    *prometheus.GaugeVec
 	issuance                                 *prometheus.HistogramVec
+	loops                                    *prometheus.CounterVec
 }
 
 func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
@@ -44,8 +46,10 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricIssuance,
 			Help:    "Time from deciding to issue to the Secret written, by result (success, failed, invalid).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"cluster", "result"}),
+		loops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricLoops,
+			Help: "Times the loop guard paused a Certificate that was issued again and again for one spec (reason IssuanceLoopDetected)."}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance} {
+	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance, m.loops} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {
@@ -112,6 +116,11 @@ func (m *syncMetrics) forgetCluster(cluster multicluster.ClusterName) {
 	for _, v := range []*prometheus.GaugeVec{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready} {
 		v.DeletePartialMatch(match)
 	}
+}
+
+// loopDetected counts a trip of the loop guard.
+func (m *syncMetrics) loopDetected(cluster multicluster.ClusterName) {
+	m.loops.WithLabelValues(string(cluster)).Inc()
 }
 
 func (m *syncMetrics) issued(cluster multicluster.ClusterName, result string, since time.Time) {

@@ -36,6 +36,10 @@ const (
 	ReasonSecretNotOwned = "SecretNotOwned"
 	// ReasonIssuanceFailed: signing or writing failed; retried with backoff.
 	ReasonIssuanceFailed = "IssuanceFailed"
+	// ReasonIssuanceLoop: one generation was issued more than the loop guard
+	// allows without a spec change, Secret deletion or manual trigger;
+	// issuance is paused with exponential back-off (loopguard.go).
+	ReasonIssuanceLoop = "IssuanceLoopDetected"
 
 	// Reasons the policy chain gives for (re)issuance; they appear in the
 	// Issuing condition and Events like cert-manager's trigger policies.
@@ -63,6 +67,10 @@ const (
 	// AdoptAnnotation on a Certificate ("true") lets certhub take over an existing
 	// Secret it did not create. Without it such a Secret is never overwritten.
 	AdoptAnnotation = "certhub.io/adopt-secret"
+	// IssuancesAnnotation on a Secret counts the issuances of the
+	// Certificate's current generation for the loop guard
+	// ("generation=G,count=N,since=RFC3339,trips=T"), written with each issuance.
+	IssuancesAnnotation = "certhub.io/issuances"
 	// FieldManager is the server-side apply field manager for everything certhub writes.
 	FieldManager = "certhub"
 )

@@ -72,6 +72,17 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
+	// LoopMaxIssuances is how many times one generation of a Certificate may
+	// be issued within LoopWindow before the loop guard pauses it (issuances
+	// after a Secret deletion or a manual trigger start the count again).
+	// Defaults to DefaultLoopMaxIssuances.
+	LoopMaxIssuances int
+	// LoopWindow defaults to DefaultLoopWindow.
+	LoopWindow time.Duration
+	// LoopBackoff is the first pause after the guard trips, doubled on each
+	// further trip up to LoopMaxBackoff. Defaults to DefaultLoopBackoff and
+	// DefaultLoopMaxBackoff.
+	LoopBackoff, LoopMaxBackoff time.Duration
 
 	clock clock.PassiveClock // test seam; defaults to the real clock
 }
@@ -85,6 +96,18 @@ func (o *Options) defaults() {
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.LoopMaxIssuances == 0 {
+		o.LoopMaxIssuances = DefaultLoopMaxIssuances
+	}
+	if o.LoopWindow == 0 {
+		o.LoopWindow = DefaultLoopWindow
+	}
+	if o.LoopBackoff == 0 {
+		o.LoopBackoff = DefaultLoopBackoff
+	}
+	if o.LoopMaxBackoff == 0 {
+		o.LoopMaxBackoff = DefaultLoopMaxBackoff
 	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
@@ -101,6 +124,9 @@ func (o Options) Validate() error {
 	}
 	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 {
 		return errors.New("certsync: IssuerRetryInterval and MaxConcurrentReconciles must not be negative")
+	}
+	if o.LoopMaxIssuances < 0 || o.LoopWindow < 0 || o.LoopBackoff < 0 || o.LoopMaxBackoff < 0 {
+		return errors.New("certsync: LoopMaxIssuances, LoopWindow, LoopBackoff and LoopMaxBackoff must not be negative")
 	}
 	return nil
 }
@@ -131,7 +157,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err := mgr.Add(metricsJanitor{m}); err != nil {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
 	}
-	r := &reconciler{mgr: mgr, opts: opts, metrics: m}
+	r := &reconciler{mgr: mgr, opts: opts, metrics: m, guard: opts.loopGuard()}
 	base := mgr.GetLogger().WithName("certsync")
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
@@ -160,6 +186,11 @@ type reconciler struct {
 	mgr     mcmanager.Manager
 	opts    Options
 	metrics *syncMetrics
+	guard   loopGuard
+}
+
+func (o Options) loopGuard() loopGuard {
+	return loopGuard{max: o.LoopMaxIssuances, window: o.LoopWindow, backoff: o.LoopBackoff, maxBackoff: o.LoopMaxBackoff}
 }
 
 // target is one Certificate in one cluster, with what is needed to write there.
@@ -222,6 +253,12 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		se := err.(*specError)
 		return reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
 	}
+	if g := crt.Spec.IssuerRef.Group; g != "" && g != certManagerGroup {
+		// Valid for cert-manager's webhook, but no issuer of the hub can sign
+		// for it: terminal until the Certificate changes.
+		msg := fmt.Sprintf("issuerRef.group %q names an external issuer; certhub signs only with cert-manager.io issuers (a ClusterIssuer in the hub, or an Issuer downstream). Not retried until the Certificate changes", g)
+		return reconcile.Result{}, r.setNotReady(ctx, t, issuance.ReasonIssuerNotSupported, msg)
+	}
 
 	secret, foreign, err := r.getSecret(ctx, cl, crt)
 	if err != nil {
@@ -265,8 +302,33 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		}
 		return r.setReady(ctx, t, st.cert, 0)
 	}
+	d := r.guard.decide(crt, secret, reason, now)
+	if !d.allow {
+		return r.pauseLoop(ctx, t, d, reason, message, now)
+	}
 	log.Info("issuing certificate", "reason", reason, "message", message)
-	return r.issue(ctx, t, secret, st, pw)
+	return r.issue(ctx, t, secret, st, pw, d.record)
+}
+
+// pauseLoop holds back an issuance the loop guard refused. When the guard
+// has just tripped it records Ready=False with the loop and the trigger, a
+// Warning Event and the metric; while backing off it only waits.
+func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, reason, message string, now time.Time) (reconcile.Result, error) {
+	wait := reconcile.Result{RequeueAfter: max(d.retry.Sub(now), time.Second)}
+	if !d.tripped {
+		return wait, nil
+	}
+	r.metrics.loopDetected(t.name)
+	msg := loopMessage(d, t.crt.Generation, reason, message, now)
+	t.rec.Eventf(t.crt, nil, corev1.EventTypeWarning, ReasonIssuanceLoop, "Issue", "%s", msg)
+	logr.FromContextOrDiscard(ctx).Info("issuance loop detected; pausing", "trigger", reason, "issuances", d.count, "attempt", d.attempts, "retryAt", d.retry)
+	err := r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
+		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, ReasonIssuanceLoop, msg)
+		removeCondition(crt, cmapi.CertificateConditionIssuing)
+		crt.Status.LastFailureTime = &metav1.Time{Time: now}
+		crt.Status.FailedIssuanceAttempts = &d.attempts
+	})
+	return wait, err
 }
 
 // passwordError: a keystore password Secret or key is missing downstream.
@@ -319,7 +381,8 @@ func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (keystore
 // additionalOutputFormats, keystores changed, or someone edited them), like
 // cert-manager's post-issuance policies: no new certificate is issued.
 func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secret, pw keystorePasswords) error {
-	d := secretData{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data[cmmeta.TLSCAKey]}
+	d := secretData{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data[cmmeta.TLSCAKey],
+		issuances: s.Annotations[IssuancesAnnotation]} // carried over: an apply without it would remove it
 	cert, err := pki.DecodeX509CertificateBytes(d.certPEM)
 	if err != nil {
 		return nil // the trigger chain already judged the data; nothing to repair
@@ -375,7 +438,7 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	return live, live.Labels[ManagedLabel] != ManagedValue, nil
 }
 
-func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords) (_ reconcile.Result, err error) {
+func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (_ reconcile.Result, err error) {
 	crt := t.crt
 	start := time.Now()
 	defer func() {
@@ -387,6 +450,9 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	}()
 	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
 	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+		if ie.Terminal {
+			return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
+		}
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
 	}
 	if err != nil {
@@ -422,7 +488,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		return reconcile.Result{}, fmt.Errorf("failed to decode signed certificate: %w", err)
 	}
 
-	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert}
+	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String()}
 	if d.extra, err = extraData(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
 	}

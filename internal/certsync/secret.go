@@ -19,6 +19,8 @@ type secretData struct {
 	cert                   *x509.Certificate
 	// extra holds additionalOutputFormats and keystore keys (extraData).
 	extra map[string][]byte
+	// issuances is the loop guard's IssuancesAnnotation value; "" omits it.
+	issuances string
 }
 
 // secretApply builds the TLS Secret as cert-manager's issuing controller
@@ -50,6 +52,9 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
 	if writer != "" {
 		annotations[WriterAnnotation] = writer
+	}
+	if d.issuances != "" {
+		annotations[IssuancesAnnotation] = d.issuances
 	}
 	labels[cmapi.PartOfCertManagerControllerLabelKey] = "true"
 	labels[ManagedLabel] = ManagedValue

@@ -6,7 +6,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Gauge returns the value of the gauge name whose labels include all of
+// Gauge returns the value of the gauge (or counter) name whose labels include all of
 // labels, from controller-runtime's registry (an in-process hub's metrics),
 // and whether such a series exists.
 func Gauge(t testing.TB, name string, labels map[string]string) (float64, bool) {
@@ -27,6 +27,9 @@ func Gauge(t testing.TB, name string, labels map[string]string) (float64, bool) 
 				}
 			}
 			if match == len(labels) {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue(), true
+				}
 				return m.GetGauge().GetValue(), true
 			}
 		}

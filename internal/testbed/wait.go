@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,4 +79,60 @@ func GetSecret(t testing.TB, c client.Client, crt *cmapi.Certificate) *corev1.Se
 		t.Fatalf("get Secret %s/%s: %v", crt.Namespace, crt.Spec.SecretName, err)
 	}
 	return s
+}
+
+// ExpectStable checks the stability invariant: over quiet, none of the Ready
+// Certificates crts is issued again — each keeps its status.revision and its
+// Secret its resourceVersion (so its data) — and issuances (when not nil),
+// the number of issuances the hub has logged for them, does not grow. A
+// certificate that is re-issued without a trigger fails the test with what
+// changed.
+func ExpectStable(t testing.TB, c client.Client, crts []*cmapi.Certificate, quiet time.Duration, issuances func() int) {
+	t.Helper()
+	type mark struct{ revision, secretVersion string }
+	snapshot := func(ctx context.Context, crt *cmapi.Certificate) (mark, error) {
+		cur := &cmapi.Certificate{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crt), cur); err != nil {
+			return mark{}, err
+		}
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: cur.Namespace, Name: cur.Spec.SecretName}, s); err != nil {
+			return mark{}, err
+		}
+		rev := "none"
+		if cur.Status.Revision != nil {
+			rev = fmt.Sprint(*cur.Status.Revision)
+		}
+		return mark{revision: rev, secretVersion: s.ResourceVersion}, nil
+	}
+	ctx := context.Background()
+	before := make([]mark, len(crts))
+	for i, crt := range crts {
+		m, err := snapshot(ctx, crt)
+		if err != nil {
+			t.Fatalf("stability: %v", err)
+		}
+		before[i] = m
+	}
+	logged := 0
+	if issuances != nil {
+		logged = issuances()
+	}
+	deadline := time.Now().Add(quiet)
+	for time.Now().Before(deadline) {
+		for i, crt := range crts {
+			m, err := snapshot(ctx, crt)
+			if err != nil {
+				t.Fatalf("stability: %v", err)
+			}
+			if m != before[i] {
+				t.Fatalf("Certificate %s/%s was issued again without a trigger: revision %s → %s, Secret resourceVersion %s → %s",
+					crt.Namespace, crt.Name, before[i].revision, m.revision, before[i].secretVersion, m.secretVersion)
+			}
+		}
+		if issuances != nil && issuances() != logged {
+			t.Fatalf("the hub logged %d issuances for %d stable Certificates within %s", issuances()-logged, len(crts), quiet)
+		}
+		time.Sleep(100 * time.Millisecond) // the poll interval of a check that must hold for the whole period
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -239,6 +240,10 @@ func TestChaos(t *testing.T) {
 	rep.Checks = append(rep.Checks, fmt.Sprintf("%d Certificates Ready with a certificate that verifies against the CA and matches DNS names and key", len(all)),
 		fmt.Sprintf("issuances: %d seen, %d of %d Certificates issued exactly as often as their spec required, none more", rep.Issuances, rep.ExactIssuances, len(all)))
 
+	// Invariant 6: once converged, nothing is issued again without a trigger.
+	expectQuiet(t, all, audit, stableFor)
+	rep.Checks = append(rep.Checks, fmt.Sprintf("stable: no issuance and no revision change in the %s after convergence", stableFor))
+
 	// Invariant 2: no Secret lost (nothing here deletes one).
 	if del := audit.Deleted(); len(del) > 0 {
 		t.Errorf("managed Secrets deleted during the run: %v", del)
@@ -382,6 +387,37 @@ func issuedForSpec(c *cmapi.Certificate) bool {
 type found struct {
 	cp  *testbed.ControlPlane
 	crt *cmapi.Certificate
+}
+
+// stableFor is the quiet period of the final stability check: several
+// resyncs of every Certificate, and a re-issue loop runs tens of issuances
+// a second.
+const stableFor = 5 * time.Second
+
+// expectQuiet checks the stability invariant on the converged fleet: for
+// quiet, the auditor sees no new certificate in any managed Secret, and
+// afterwards every Certificate still has the revision it converged with.
+func expectQuiet(t *testing.T, all []found, audit *fleet.Auditor, quiet time.Duration) {
+	t.Helper()
+	before := audit.Issuances()
+	deadline := time.Now().Add(quiet)
+	for time.Now().Before(deadline) {
+		if n := audit.Issuances(); n != before {
+			t.Errorf("%d certificates issued after convergence without a trigger", n-before)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the poll interval of a check that must hold for the whole period
+	}
+	for _, c := range all {
+		cur := &cmapi.Certificate{}
+		if err := c.cp.Client.Get(context.Background(), client.ObjectKeyFromObject(c.crt), cur); err != nil {
+			t.Errorf("%s/%s: %v", c.cp.Name, c.crt.Name, err)
+			continue
+		}
+		if !reflect.DeepEqual(cur.Status.Revision, c.crt.Status.Revision) {
+			t.Errorf("%s/%s: revision %v after convergence, %v %s later", c.cp.Name, c.crt.Name, c.crt.Status.Revision, cur.Status.Revision, quiet)
+		}
+	}
 }
 
 // waitConverged waits until every Certificate in every cluster is issued for

@@ -194,6 +194,18 @@ func (a *Auditor) Serials(cluster, namespace, name string) int {
 	return len(a.serials[cluster+"/"+namespace+"/"+name])
 }
 
+// Issuances returns how many distinct certificates all managed Secrets have
+// carried so far: it grows by one with every issuance the auditor sees.
+func (a *Auditor) Issuances() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, s := range a.serials {
+		n += len(s)
+	}
+	return n
+}
+
 // Summary lists, per cluster, how many writes each replica/transition made.
 func (a *Auditor) Summary() string {
 	a.mu.Lock()

@@ -56,7 +56,26 @@ func issue(t *testing.T, crt *cmapi.Certificate) (*cmapi.Certificate, *corev1.Se
 	if !got.Status.NotAfter.Time.Equal(leaf.NotAfter) || !got.Status.NotBefore.Time.Equal(leaf.NotBefore) {
 		t.Errorf("status validity %v–%v, certificate %v–%v", got.Status.NotBefore, got.Status.NotAfter, leaf.NotBefore, leaf.NotAfter)
 	}
+	expectStable(t, c, got)
 	return got, s, leaf
+}
+
+// stableFor is the quiet period of the stability invariant: a re-issue loop
+// runs one issuance per reconcile (tens per second), so it shows in far less.
+const stableFor = 2 * time.Second
+
+// expectStable checks the stability invariant for Ready Certificates: for
+// stableFor their revision and Secret stay as they are and the hub logs no
+// issuance for them.
+func expectStable(t *testing.T, c client.Client, crts ...*cmapi.Certificate) {
+	t.Helper()
+	testbed.ExpectStable(t, c, crts, stableFor, func() int {
+		n := 0
+		for _, crt := range crts {
+			n += issuancesLogged(crt.Namespace, crt.Name)
+		}
+		return n
+	})
 }
 
 func base(name string) *cmapi.Certificate {
@@ -175,6 +194,23 @@ func TestCAAndLiteralSubject(t *testing.T) {
 	}
 }
 
+// Regression: a literalSubject whose CN is not one of the dnsNames was
+// re-issued on every reconcile (revision 1 → 151 in 13 s). cert-manager's
+// docs shape: literalSubject with CN, and dnsNames.
+func TestLiteralSubjectWithDNSNamesStaysPut(t *testing.T) {
+	crt := base("literal-dns")
+	crt.Spec.CommonName = ""
+	crt.Spec.DNSNames = []string{"app.example.com", "www.app.example.com"}
+	crt.Spec.LiteralSubject = "CN=literal-dns.example.com,OU=Platform,O=Example Org,L=Berlin,C=DE"
+	got, _, leaf := issue(t, crt) // issue checks the stability invariant
+	if leaf.Subject.CommonName != "literal-dns.example.com" || !slices.Equal(leaf.DNSNames, crt.Spec.DNSNames) {
+		t.Errorf("CN %q DNS %v", leaf.Subject.CommonName, leaf.DNSNames)
+	}
+	if revision(got) != 1 {
+		t.Errorf("revision %d, want 1", revision(got))
+	}
+}
+
 func TestKeystoresAndOutputFormats(t *testing.T) {
 	c := bed.Downstreams[0].Client
 	testbed.EnsureNamespace(t, c, "fields")
@@ -240,6 +276,7 @@ func TestKeystorePasswordSecretAppearsLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	expectStable(t, c, got)
 	if _, _, _, err := pkcs12.DecodeChain(testbed.GetSecret(t, c, got).Data[cmapi.PKCS12SecretKey], "later"); err != nil {
 		t.Errorf("keystore.p12 does not open with the late password: %v", err)
 	}

@@ -60,6 +60,7 @@ func TestNamespacedIssuerDownstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	expectStable(t, c, got)
 	s := testbed.GetSecret(t, c, got)
 	if !bytes.Equal(s.Data["ca.crt"], certPEM) {
 		t.Errorf("ca.crt is not the namespaced Issuer's CA")
@@ -83,5 +84,5 @@ func TestClusterIssuerAppearsLater(t *testing.T) {
 	if _, err := bed.CreateCAIssuer(ctx, "late-ca"); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	expectStable(t, c, testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt)))
 }

@@ -5,8 +5,12 @@
 package issuance
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +25,42 @@ var (
 	env   *envtestmain.Env
 	bed   *testbed.Bed
 	caPEM []byte
+	// hubLog keeps the in-process hub's log lines (and passes them to stderr).
+	hubLog = &lineLog{}
 )
 
+// lineLog is an io.Writer that keeps what it is given, for tests that read
+// what the hub logged.
+type lineLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.buf.Write(p)
+	l.mu.Unlock()
+	return os.Stderr.Write(p)
+}
+
+// issuancesLogged counts the hub's "issuing certificate" lines for the
+// Certificate namespace/name.
+func issuancesLogged(namespace, name string) int {
+	l := hubLog
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	ns, nm := fmt.Sprintf(`"namespace": %q`, namespace), fmt.Sprintf(`"name": %q`, name)
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, "issuing certificate") && strings.Contains(line, ns) && strings.Contains(line, nm) {
+			n++
+		}
+	}
+	return n
+}
+
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName,
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Logs: hubLog,
 		Hub: func(o *app.Options) { o.IssuerRetryInterval = time.Second },
 		Setup: func(_ context.Context, e *envtestmain.Env) error {
 			bed, caPEM = e.Bed, e.CAPEM

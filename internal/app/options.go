@@ -52,6 +52,11 @@ type Options struct {
 	Identity string
 	// IssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
 	IssuerRetryInterval time.Duration
+	// LoopMaxIssuances and LoopWindow configure certsync's loop guard: more
+	// issuances of one Certificate generation than this within the window
+	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
+	LoopMaxIssuances int
+	LoopWindow       time.Duration
 	// Coordinator picks who writes which cluster: CoordinatorCerthub (default), CoordinatorUpstream or CoordinatorNone.
 	Coordinator string
 	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
@@ -75,6 +80,8 @@ func NewOptions() *Options {
 		Identity:               os.Getenv("POD_NAME"),
 		Coordinator:            CoordinatorCerthub,
 		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
+		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
+		LoopWindow:             certsync.DefaultLoopWindow,
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -101,6 +108,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
+	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
+	fs.DurationVar(&o.LoopWindow, "loop-window", o.LoopWindow, "Loop guard: the window --loop-max-issuances counts in")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
 	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")
@@ -125,6 +134,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := labels.Parse(o.ClusterSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--cluster-selector: %w", err))
+	}
+	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
 	}
 	switch o.Coordinator {
 	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:

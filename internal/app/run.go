@@ -172,7 +172,8 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval}); err != nil {
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval,
+		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -11,9 +11,13 @@
 //	            ──▶ policy chain: first func that says "reissue" wins
 //	                  │ no                              │ yes
 //	                  ▼                                 ▼
-//	          repair Secret metadata/outputs     resolve issuer (hub ClusterIssuer or
-//	          if they drifted; status Ready      downstream Issuer) ─▶ key ─▶ sign
-//	          requeue at renewalTime             ─▶ apply Secret (SSA, field manager certhub)
+//	          repair Secret metadata/outputs     loop guard (loopguard.go): too many
+//	          if they drifted; status Ready      issuances of this generation? pause
+//	          requeue at renewalTime                    │ no
+//	                                                    ▼
+//	                                             resolve issuer (hub ClusterIssuer or
+//	                                             downstream Issuer) ─▶ key ─▶ sign
+//	                                             ─▶ apply Secret (SSA, field manager certhub)
 //	                                             ─▶ status Ready=True, revision+1, Event
 //
 // Contract:
@@ -28,5 +32,11 @@
 //   - Bad input (invalid spec, missing issuer, foreign Secret) ends as
 //     Ready=False with a reason from reasons.go and a Warning Event; nothing is
 //     written to the Secret.
+//   - An issued certificate is compared with its spec as cert-manager's
+//     issuing path compares a CertificateRequest (match.go): issuing never
+//     makes its own result look stale (FuzzIssuedCertificateStaysPut).
+//   - One generation is issued at most LoopMaxIssuances times within
+//     LoopWindow unless a spec change, Secret deletion or manual trigger
+//     intervenes; then Ready=False/IssuanceLoopDetected and back-off.
 //   - Only Secrets labelled ManagedLabel are cached (see CacheOptions).
 package certsync

@@ -154,7 +154,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 		"1.3.6.1.4.1.311.20.2.3", "upn@example.com", "", "Example Org;Other Org", "42", false, uint32(1<<1|1<<3|1<<11|1<<12), uint8(0x81), uint16(2), false)
 	f.Add("", "", "", "", "", "", "", "CN=Team Sub CA,OU=Platform,O=Example Org,C=DE", "", "", true, uint32(0), uint8(0), uint16(8760), false)
 	f.Add("", "b.example.com", "", "", "", "", "", "CN=literal.example.com,O=Example", "", "", false, uint32(0), uint8(3), uint16(24), true)
-	f.Add("app.example.com", "other.example.com", "", "", "", "", "", "=", "Example", "", false, uint32(0), uint8(0), uint16(48), false)
+	f.Add("", "other.example.com", "", "", "", "", "", "app.example.com", "Example", "", false, uint32(0), uint8(0), uint16(48), false)
 	f.Add("cn-only.example.com", "", "", "", "", "", "", "", "", "", false, uint32(0), uint8(4), uint16(1), true)
 	f.Add("", "", "127.0.0.1", "", "", "", "", "", "", "", false, uint32(1<<11), uint8(2), uint16(48), false)
 	f.Add("", "", "", "", "jane@example.com", "", "", "", "", "", false, uint32(1<<14|1<<15), uint8(1), uint16(48), false)
@@ -163,11 +163,11 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 	f.Add("dup.example.com", "dup.example.com;dup.example.com", "", "", "", "", "", "", "", "", false, uint32(1<<11|1<<11), uint8(0), uint16(48), false)
 	f.Fuzz(func(t *testing.T, cn, dns, ips, uris, emails, otherOID, otherValue, literal, org, serial string,
 		isCA bool, usageBits uint32, keyKind uint8, hours uint16, selfSigned bool) {
-		// A literal "=" alone asks for the subject fields written as a
-		// literalSubject (CN=cn,O=org,SERIALNUMBER=serial), so the fuzzer
-		// reaches literal subjects without having to invent their syntax.
-		if literal == "=" {
-			literal, cn = literalOf(cn, org, serial), ""
+		// A literal without "=" is a common name written as a literalSubject
+		// with org and serial (CN=literal,O=org,SERIALNUMBER=serial), so the
+		// fuzzer reaches literal subjects without inventing their syntax.
+		if literal != "" && !strings.Contains(literal, "=") {
+			literal = literalOf(literal, org, serial)
 			org, serial = "", ""
 		}
 		crt := &cmapi.Certificate{

@@ -1,21 +1,13 @@
 package app
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/inventory"
 )
@@ -62,106 +54,6 @@ type ExecConnection struct {
 	ProvideClusterInfo bool     `json:"provideClusterInfo,omitempty"`
 	InteractiveMode    string   `json:"interactiveMode,omitempty"`
 	Config             string   `json:"config,omitempty"`
-}
-
-func newValidateCommand() *cobra.Command {
-	var show bool
-	cmd := &cobra.Command{
-		Use:   "validate FILE...",
-		Short: "Check Argo CD cluster Secret manifests offline (for CI and pre-commit)",
-		Long: `Check every Secret in the given YAML files as certhub would read it: the
-argocd.argoproj.io/secret-type=cluster label, the name/server/config keys, the
-config JSON, decodable CA/client certificates, the server URL. Prints one line
-per Secret and exits non-zero if any is invalid. --show-connection prints the
-resulting connection as JSON instead (it includes the credentials).`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, files []string) error {
-			var conns []Connection
-			var bad int
-			for _, f := range files {
-				n, cs, err := validateFile(cmd.OutOrStdout(), f, !show)
-				bad += n
-				conns = append(conns, cs...)
-				if err != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %v\n", f, err)
-					bad++
-				}
-			}
-			if show {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(conns); err != nil {
-					return err
-				}
-			}
-			if bad > 0 {
-				return fmt.Errorf("%d invalid cluster registration(s)", bad)
-			}
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&show, "show-connection", false, "Print each registration's resulting connection as JSON (includes credentials)")
-	return cmd
-}
-
-// validateFile checks every Secret document in path; it returns the number of invalid ones.
-func validateFile(out io.Writer, path string, report bool) (int, []Connection, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return 0, nil, err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var bad int
-	var conns []Connection
-	for doc := 1; ; doc++ {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return bad, conns, fmt.Errorf("document %d is not YAML: %w", doc, err)
-		}
-		if obj == nil || obj["kind"] != "Secret" {
-			continue
-		}
-		s, err := secretFromYAML(obj)
-		if err != nil {
-			bad++
-			fmt.Fprintf(out, "%s: document %d: %v\n", path, doc, err)
-			continue
-		}
-		c, err := inventory.ParseSecret(s)
-		if err != nil {
-			bad++
-			fmt.Fprintf(out, "%s: Secret %s/%s: %v\n", path, s.Namespace, s.Name, err)
-			continue
-		}
-		if report {
-			fmt.Fprintf(out, "%s: Secret %s/%s: ok (cluster %q at %s)\n", path, s.Namespace, s.Name, c.Name, c.Server)
-		}
-		conns = append(conns, connectionOf(path, s, c))
-	}
-	return bad, conns, nil
-}
-
-// secretFromYAML decodes a Secret manifest, folding stringData into data as
-// the API server would.
-func secretFromYAML(obj map[string]any) (*corev1.Secret, error) {
-	raw, err := yaml.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	s := &corev1.Secret{}
-	if err := yaml.UnmarshalStrict(raw, s); err != nil {
-		return nil, fmt.Errorf("not a valid Secret: %w", err)
-	}
-	if s.Data == nil {
-		s.Data = map[string][]byte{}
-	}
-	for k, v := range s.StringData {
-		s.Data[k] = []byte(v)
-	}
-	return s, nil
 }
 
 func connectionOf(file string, s *corev1.Secret, c *inventory.Cluster) Connection {

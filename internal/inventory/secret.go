@@ -100,6 +100,11 @@ type Cluster struct {
 	// Shard is data.shard for Argo CD's controller sharding, nil when absent
 	// or not an integer. certhub's own sharding does not use it.
 	Shard *int
+	// InCluster is true for the in-cluster server (InClusterServer): the
+	// connection uses the hub's own ServiceAccount. From ValidateSecret,
+	// Config holds only what the Secret says (Host and any credentials that
+	// override the ServiceAccount's).
+	InCluster bool
 }
 
 // FieldError says which field of a cluster Secret is wrong.
@@ -121,8 +126,20 @@ func (e *FieldError) Error() string {
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // ParseSecret converts an Argo CD cluster Secret into a Cluster, or returns a
-// *FieldError naming the offending field.
+// *FieldError naming the offending field. The in-cluster server is resolved
+// with this process's ServiceAccount, so it fails outside a cluster.
 func ParseSecret(s *corev1.Secret) (*Cluster, error) {
+	return parseSecret(s, false)
+}
+
+// ValidateSecret checks a cluster Secret as ParseSecret does, offline: the
+// in-cluster server is valid anywhere and left to be resolved at run time
+// (Cluster.InCluster). For `certhub cluster validate` in CI.
+func ValidateSecret(s *corev1.Secret) (*Cluster, error) {
+	return parseSecret(s, true)
+}
+
+func parseSecret(s *corev1.Secret, offline bool) (*Cluster, error) {
 	if s.Labels[SecretTypeLabel] != SecretTypeCluster {
 		return nil, &FieldError{Field: "metadata.labels[" + SecretTypeLabel + "]", Reason: "must be \"cluster\""}
 	}
@@ -146,12 +163,12 @@ func ParseSecret(s *corev1.Secret) (*Cluster, error) {
 	if err := json.Unmarshal(rawConfig, &cc); err != nil {
 		return nil, &FieldError{Field: keyConfig, Reason: "is not valid JSON for Argo CD's ClusterConfig", Err: err}
 	}
-	cfg, err := restConfig(server, &cc)
+	cfg, err := restConfig(server, &cc, offline)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{Name: name, Server: server, Config: cfg, Project: string(s.Data[keyProject]),
-		ClusterResources: string(s.Data[keyClusterResources]) == "true"}
+		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer}
 	for _, ns := range strings.Split(string(s.Data[keyNamespaces]), ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			c.Namespaces = append(c.Namespaces, ns)
@@ -178,7 +195,7 @@ func ParseSecret(s *corev1.Secret) (*Cluster, error) {
 // pod's service account (with username/password/token overriding it); then
 // the proxy and disableCompression apply. QPS, burst and timeouts are the
 // hub's own settings and are applied by the Provider.
-func restConfig(server string, cc *ClusterConfig) (*rest.Config, error) {
+func restConfig(server string, cc *ClusterConfig, offline bool) (*rest.Config, error) {
 	tls := cc.TLSClientConfig
 	if len(tls.CAData) > 0 {
 		if err := checkPEM(tls.CAData, "CERTIFICATE"); err != nil {
@@ -201,9 +218,12 @@ func restConfig(server string, cc *ClusterConfig) (*rest.Config, error) {
 	var cfg *rest.Config
 	switch {
 	case server == InClusterServer:
-		ic, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, &FieldError{Field: keyServer, Reason: "is the in-cluster address, but certhub is not running in a cluster", Err: err}
+		ic := &rest.Config{Host: InClusterServer}
+		if !offline {
+			var err error
+			if ic, err = rest.InClusterConfig(); err != nil {
+				return nil, &FieldError{Field: keyServer, Reason: "is the in-cluster address, but certhub is not running in a cluster", Err: err}
+			}
 		}
 		if cc.Username != "" || cc.Password != "" || cc.BearerToken != "" {
 			ic.Username, ic.Password, ic.BearerToken, ic.BearerTokenFile = cc.Username, cc.Password, cc.BearerToken, ""

@@ -262,3 +262,76 @@ func TestCerthubReadsSecretsLikeArgoCD(t *testing.T) {
 		t.Errorf("a swapped username/password was not caught: %v", d)
 	}
 }
+
+// registrationsFile is the table `certhub cluster validate` is unit-tested
+// with (every form of Argo CD's declarative setup); here Argo CD converts the
+// same documents and certhub must agree wherever Argo CD accepts them.
+const registrationsFile = "../../internal/app/testdata/registrations/valid.yaml"
+
+// readRegistrations decodes the Secrets of file as the API server stores
+// them (stringData folded over data), keyed by namespace/name as certhub
+// reports them.
+func readRegistrations(t *testing.T, file string) map[string]*corev1.Secret {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.Secret{}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		s := &corev1.Secret{}
+		if err := yaml.UnmarshalStrict([]byte(doc), s); err != nil {
+			t.Fatalf("decode %q: %v", doc[:min(len(doc), 80)], err)
+		}
+		if s.Kind != "Secret" {
+			continue
+		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		for k, v := range s.StringData {
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+		out[s.Namespace+"/"+s.Name] = s
+	}
+	return out
+}
+
+func TestValidateTableAgreesWithArgoCD(t *testing.T) {
+	secrets := readRegistrations(t, registrationsFile)
+	if len(secrets) < 30 {
+		t.Fatalf("only %d registrations in %s", len(secrets), registrationsFile)
+	}
+	got := certhubConnections(t, registrationsFile)
+	for key, s := range secrets {
+		t.Run(key, func(t *testing.T) {
+			c, ok := got[key]
+			if !ok {
+				t.Fatalf("certhub produced no connection for %s", key)
+			}
+			cluster, err := db.SecretToCluster(s)
+			if err != nil {
+				t.Fatalf("Argo CD rejects %s: %v", key, err)
+			}
+			if strings.TrimRight(cluster.Server, "/") == "https://kubernetes.default.svc" {
+				// Argo CD resolves the in-cluster server with rest.InClusterConfig,
+				// which fails outside a cluster; certhub validates it offline and
+				// resolves it at run time. Compare what both read from the Secret.
+				if c.Host != "https://kubernetes.default.svc" || (cluster.Name != "" && c.Name != cluster.Name) || c.BearerToken != cluster.Config.BearerToken {
+					t.Errorf("in-cluster %s: certhub %s %q token %q, Argo CD %s %q token %q", key, c.Host, c.Name, c.BearerToken,
+						cluster.Server, cluster.Name, cluster.Config.BearerToken)
+				}
+				return
+			}
+			want := argoConnection(t, s)
+			if want.Name == "" {
+				want.Name = want.Host // certhub names an unnamed registration after its server, as Argo CD's CLI does
+			}
+			c.Secret = want.Secret
+			if d := diff(want, c); len(d) > 0 {
+				t.Errorf("certhub reads %s differently from Argo CD:\n  %s", key, strings.Join(d, "\n  "))
+			}
+		})
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"text/template"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -49,7 +51,7 @@ func TestClusterAddRegistersACluster(t *testing.T) {
 	if !strings.Contains(string(raw), "SOPS") {
 		t.Errorf("the manifest does not warn that it holds a credential")
 	}
-	if out, err := certhub(t, "cluster", "validate", file); err != nil || !strings.Contains(out, `ok (cluster "added"`) {
+	if out, err := certhub(t, "cluster", "validate", file); err != nil || !strings.Contains(out, `cluster "added" at`) {
 		t.Fatalf("validate rejects what add wrote: %v\n%s", err, out)
 	}
 	s := &corev1.Secret{}
@@ -62,6 +64,95 @@ func TestClusterAddRegistersACluster(t *testing.T) {
 	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
 	testbed.EnsureNamespace(t, cp.Client, "added")
 	crt := testbed.ValidCertificate("added", "web", issuerName)
+	if err := cp.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+}
+
+// `certhub cluster add --format external-secret` keeps the token out of Git:
+// it writes an ExternalSecret that `validate` accepts and prints the store
+// values. Rendered with those values the way External Secrets Operator
+// renders templates (Go text/template over the fetched keys) and applied as
+// the resulting Secret, it registers a cluster that serves Certificates.
+func TestClusterAddExternalSecretConnects(t *testing.T) {
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[2]
+	dir := t.TempDir()
+	kubeconfig, err := cp.WriteKubeconfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "external-secret.yaml")
+	out, err := certhub(t, "cluster", "add", "--kubeconfig", kubeconfig, "--name", "es-added", "--format", "external-secret",
+		"--secret-store", "vault", "--store-kind", "ClusterSecretStore", "--argocd-namespace", env.Bed.ArgoNamespace(),
+		"--labels", optIn+"=true", "-o", file)
+	if err != nil {
+		t.Fatalf("cluster add: %v\n%s", err, out)
+	}
+	values := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && (k == "token" || k == "caData") {
+			values[k] = v
+		}
+	}
+	if values["token"] == "" || values["caData"] == "" {
+		t.Fatalf("cluster add printed no store values:\n%s", out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), values["token"]) {
+		t.Fatalf("the ExternalSecret manifest holds the token")
+	}
+	if out, err := certhub(t, "cluster", "validate", file); err != nil || !strings.Contains(out, `ok: ExternalSecret `+env.Bed.ArgoNamespace()+`/cluster-es-added`) {
+		t.Fatalf("validate rejects what add wrote: %v\n%s", err, out)
+	}
+
+	var es struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+		Spec     struct {
+			Target struct {
+				Name     string `json:"name"`
+				Template struct {
+					Metadata struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"metadata"`
+					Data map[string]string `json:"data"`
+				} `json:"template"`
+			} `json:"target"`
+			Data []struct {
+				SecretKey string `json:"secretKey"`
+			} `json:"data"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &es); err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: es.Spec.Target.Name, Namespace: es.Metadata.Namespace,
+		Labels: es.Spec.Target.Template.Metadata.Labels}, Data: map[string][]byte{}}
+	fetched := map[string]string{}
+	for _, d := range es.Spec.Data {
+		fetched[d.SecretKey] = values[d.SecretKey]
+	}
+	for k, tmpl := range es.Spec.Target.Template.Data {
+		tp, err := template.New(k).Option("missingkey=error").Parse(tmpl)
+		if err != nil {
+			t.Fatalf("template %s: %v", k, err)
+		}
+		var b strings.Builder
+		if err := tp.Execute(&b, fetched); err != nil {
+			t.Fatalf("render %s: %v", k, err)
+		}
+		s.Data[k] = []byte(b.String())
+	}
+	if err := env.Bed.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
+	testbed.EnsureNamespace(t, cp.Client, "es-added")
+	crt := testbed.ValidCertificate("es-added", "web", issuerName)
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}

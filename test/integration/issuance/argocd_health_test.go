@@ -119,6 +119,7 @@ func TestArgoCDHealthOfWrittenStatus(t *testing.T) {
 		}
 	}
 	issued := testbed.WaitReady(t, c, client.ObjectKeyFromObject(good))
+	expectStable(t, c, issued)
 	if st, msg := argoHealth(t, issued); st != "Healthy" {
 		t.Errorf("issued Certificate is %s (%s) to Argo CD, want Healthy", st, msg)
 	}

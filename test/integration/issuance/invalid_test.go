@@ -62,7 +62,7 @@ func TestInvalidSpecsAreRefusedWithAReason(t *testing.T) {
 			waitWarningEvent(t, c, crt, tt.Reason)
 		})
 	}
-	testbed.WaitReady(t, c, client.ObjectKeyFromObject(healthy))
+	expectStable(t, c, testbed.WaitReady(t, c, client.ObjectKeyFromObject(healthy)))
 }
 
 func waitWarningEvent(t *testing.T, c client.Client, crt *cmapi.Certificate, reason string) {

@@ -76,6 +76,12 @@ func New(opts Options, log logr.Logger) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create hub clientset: %w", err)
 	}
+	return newCoordinator(opts, log, cs)
+}
+
+// newCoordinator builds a Coordinator on cs; opts must have defaults applied.
+// Unit tests call it with a fake clientset and a fake clock.
+func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Coordinator, error) {
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -480,11 +486,13 @@ func (c *Coordinator) renewPeer(ctx context.Context) error {
 	now := c.opts.clock.Now()
 	mt := metav1.NewMicroTime(now)
 	l := c.peerLease
+	create := false
 	if l == nil {
 		cur, err := c.leases.Get(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(c.opts.PeerPrefix, c.opts.Identity), Namespace: c.opts.Namespace}}
+			create = true
 		case err != nil:
 			return fmt.Errorf("failed to get peer Lease: %w", err)
 		default:
@@ -507,7 +515,7 @@ func (c *Coordinator) renewPeer(ctx context.Context) error {
 		got *coordinationv1.Lease
 		err error
 	)
-	if l.ResourceVersion == "" {
+	if create {
 		got, err = c.leases.Create(ctx, l, metav1.CreateOptions{})
 	} else {
 		got, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})

@@ -142,13 +142,30 @@ type Provider struct {
 	clusters map[multicluster.ClusterName]*engaged
 	bySource map[string]multicluster.ClusterName // by source key: "<ns>/<secret>" or "file:<path>"
 	indexers []index
+
+	// connect reaches a cluster and starts its cache (test seam; defaults to
+	// Provider.dial). It must stop the cluster when ctx ends.
+	connect func(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error)
 }
 
+// engaged is a cluster name taken by one source: reserved while connecting
+// (cl == nil), then served.
 type engaged struct {
 	cl     cluster.Cluster
 	cancel context.CancelFunc
 	hash   string
 	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
+}
+
+// DuplicateError: another source already registers (or is connecting) the cluster name.
+type DuplicateError struct {
+	Name multicluster.ClusterName
+	// ServedFrom is the source that holds the name: "<ns>/<secret>" or "file:<path>".
+	ServedFrom string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("cluster name %q is already registered by %s", e.Name, e.ServedFrom)
 }
 
 type index struct {
@@ -167,13 +184,16 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{
+	p := &Provider{
 		opts:     opts,
 		metrics:  m,
 		started:  make(chan struct{}),
 		clusters: map[multicluster.ClusterName]*engaged{},
 		bySource: map[string]multicluster.ClusterName{},
-	}, nil
+		log:      logr.Discard(),
+	}
+	p.connect = p.dial
+	return p, nil
 }
 
 // SetupWithManager registers the cluster Secret controller on mgr's local
@@ -220,7 +240,7 @@ func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 func (p *Provider) Get(_ context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.clusters[name]; ok {
+	if e, ok := p.clusters[name]; ok && e.cl != nil {
 		return e.cl, nil
 	}
 	return nil, fmt.Errorf("cluster %q: %w", name, multicluster.ErrClusterNotFound)
@@ -232,7 +252,9 @@ func (p *Provider) IndexField(ctx context.Context, obj client.Object, field stri
 	p.indexers = append(p.indexers, index{obj: obj, field: field, extract: extract})
 	current := make([]cluster.Cluster, 0, len(p.clusters))
 	for _, e := range p.clusters {
-		current = append(current, e.cl)
+		if e.cl != nil {
+			current = append(current, e.cl)
+		}
 	}
 	p.mu.Unlock()
 	for _, cl := range current {
@@ -248,8 +270,10 @@ func (p *Provider) ClusterNames() []multicluster.ClusterName {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	names := make([]multicluster.ClusterName, 0, len(p.clusters))
-	for n := range p.clusters {
-		names = append(names, n)
+	for n, e := range p.clusters {
+		if e.cl != nil {
+			names = append(names, n)
+		}
 	}
 	return names
 }
@@ -294,31 +318,22 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	name := multicluster.ClusterName(parsed.Name)
 	log = log.WithValues("cluster", name)
 
-	p.mu.Lock()
-	if other, ok := p.clusters[name]; ok && other.source != req.String() {
-		p.mu.Unlock()
-		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", other.source)
+	changed, err := p.engage(ctx, req.String(), parsed)
+	var dup *DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		log.Error(nil, "duplicate cluster name; ignoring this Secret", "servedFrom", dup.ServedFrom)
 		p.metrics.invalid.WithLabelValues(req.String(), ReasonDuplicateClusterName).Set(1)
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonDuplicateClusterName, "Register",
-			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, other.source)
+			"cluster name %q is already registered by Secret %s; this Secret is ignored", name, dup.ServedFrom)
 		return reconcile.Result{}, nil
-	}
-	prevName, hadPrev := p.bySource[req.String()]
-	unchanged := hadPrev && prevName == name && p.clusters[name].hash == parsed.Hash
-	p.mu.Unlock()
-	if unchanged {
-		return reconcile.Result{}, nil
-	}
-	if hadPrev {
-		p.remove(req.String())
-		log.Info("cluster connection data changed; re-engaging", "previousName", prevName)
-	}
-
-	if err := p.engage(ctx, p.log.WithValues("cluster", name), req.String(), parsed); err != nil {
+	case err != nil:
 		p.metrics.reachable.WithLabelValues(string(name)).Set(0)
 		log.Error(err, "failed to engage cluster")
 		p.recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "Connect", "cluster %q: %v", name, err)
 		return reconcile.Result{}, err // retried with backoff
+	case !changed:
+		return reconcile.Result{}, nil
 	}
 	p.metrics.reachable.WithLabelValues(string(name)).Set(1)
 	log.Info("cluster connected", "server", parsed.Server)
@@ -334,14 +349,86 @@ func (p *Provider) serves(l map[string]string) bool {
 	return p.opts.Selector == nil || p.opts.Selector.Matches(labels.Set(l))
 }
 
-// engage connects to the cluster, starts its cache and hands it to the manager.
-// log becomes the cluster's own logger, so it must not carry reconcile values.
-func (p *Provider) engage(ctx context.Context, log logr.Logger, source string, c *Cluster) error {
+// engage is the one engage path of both sources (cluster Secrets and
+// kubeconfig files). It reserves the cluster name for source under the lock
+// before connecting, so a second source naming the same cluster gets a
+// *DuplicateError at once instead of racing the first (both connecting, the
+// last one winning the map). A source whose connection data is unchanged is
+// left alone (changed false); one whose data changed is disengaged first.
+//
+//	lock: name held by another source? ─▶ DuplicateError
+//	      same source, same hash?       ─▶ nothing to do
+//	      reserve name (cl == nil), drop this source's previous cluster
+//	unlock ─▶ connect (probe, cache sync; up to ConnectTimeout)
+//	lock: still our reservation? ─▶ serve (cl set) ─▶ aware.Engage
+func (p *Provider) engage(ctx context.Context, source string, c *Cluster) (changed bool, err error) {
+	name := multicluster.ClusterName(c.Name)
+	p.mu.Lock()
+	if other, ok := p.clusters[name]; ok && other.source != source {
+		p.mu.Unlock()
+		return false, &DuplicateError{Name: name, ServedFrom: other.source}
+	}
+	if prev, ok := p.bySource[source]; ok && prev == name && p.clusters[name].hash == c.Hash {
+		p.mu.Unlock()
+		return false, nil
+	}
+	var stale *engaged
+	if prev, ok := p.bySource[source]; ok {
+		stale = p.clusters[prev]
+		delete(p.clusters, prev)
+	}
+	reservation := &engaged{hash: c.Hash, source: source}
+	p.clusters[name] = reservation
+	p.bySource[source] = name
+	p.mu.Unlock()
+	if stale != nil && stale.cancel != nil {
+		stale.cancel()
+		p.log.Info("cluster connection data changed; re-engaging", "cluster", name)
+	}
+	release := func() {
+		p.mu.Lock()
+		if p.clusters[name] == reservation {
+			delete(p.clusters, name)
+			delete(p.bySource, source)
+		}
+		p.mu.Unlock()
+	}
+
+	clusterCtx, cancel := context.WithCancel(p.ctx)
+	p.mu.Lock()
+	reservation.cancel = cancel // remove() during the connect stops it
+	p.mu.Unlock()
+	cl, err := p.connect(clusterCtx, p.log.WithValues("cluster", name), c)
+	if err != nil {
+		cancel()
+		release()
+		return false, err
+	}
+	p.mu.Lock()
+	ours := p.clusters[name] == reservation
+	if ours {
+		reservation.cl = cl
+	}
+	p.mu.Unlock()
+	if !ours { // removed while connecting
+		cancel()
+		return false, nil
+	}
+	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
+		p.remove(source)
+		return false, fmt.Errorf("failed to engage cluster %q: %w", name, err)
+	}
+	return true, nil
+}
+
+// dial connects to the cluster and starts its cache; the cache stops with
+// ctx. log becomes the cluster's own logger.
+func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
 	p.metrics.instrument(c.Name, cfg)
 	if err := p.probe(ctx, cfg, c); err != nil {
-		return err
+		return nil, err
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {
 		o.Scheme = p.opts.Scheme
@@ -359,42 +446,27 @@ func (p *Provider) engage(ctx context.Context, log logr.Logger, source string, c
 	}
 	cl, err := cluster.New(cfg, opts...)
 	if err != nil {
-		return fmt.Errorf("failed to create cluster client: %w", err)
+		return nil, fmt.Errorf("failed to create cluster client: %w", err)
 	}
-
 	p.mu.Lock()
 	indexers := append([]index(nil), p.indexers...)
 	p.mu.Unlock()
 	for _, idx := range indexers {
 		if err := cl.GetFieldIndexer().IndexField(ctx, idx.obj, idx.field, idx.extract); err != nil {
-			return fmt.Errorf("failed to index field %q: %w", idx.field, err)
+			return nil, fmt.Errorf("failed to index field %q: %w", idx.field, err)
 		}
 	}
-
-	clusterCtx, cancel := context.WithCancel(p.ctx)
 	go func() {
-		if err := cl.Start(clusterCtx); err != nil {
+		if err := cl.Start(ctx); err != nil {
 			log.Error(err, "cluster cache stopped")
 		}
 	}()
-	syncCtx, syncCancel := context.WithTimeout(clusterCtx, p.opts.ConnectTimeout)
+	syncCtx, syncCancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
 	defer syncCancel()
 	if !cl.GetCache().WaitForCacheSync(syncCtx) {
-		cancel()
-		return fmt.Errorf("timed out after %s waiting for the cache of cluster %q", p.opts.ConnectTimeout, c.Name)
+		return nil, fmt.Errorf("timed out after %s waiting for the cache of cluster %q", p.opts.ConnectTimeout, c.Name)
 	}
-
-	name := multicluster.ClusterName(c.Name)
-	p.mu.Lock()
-	p.clusters[name] = &engaged{cl: cl, cancel: cancel, hash: c.Hash, source: source}
-	p.bySource[source] = name
-	p.mu.Unlock()
-
-	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
-		p.remove(source)
-		return fmt.Errorf("failed to engage cluster %q: %w", name, err)
-	}
-	return nil
+	return cl, nil
 }
 
 // probe makes one cheap request that needs what the hub needs — listing
@@ -438,7 +510,7 @@ func (p *Provider) remove(source string) (multicluster.ClusterName, bool) {
 		delete(p.clusters, name)
 	}
 	p.mu.Unlock()
-	if e != nil {
+	if e != nil && e.cancel != nil {
 		e.cancel()
 	}
 	return name, ok

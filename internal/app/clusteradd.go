@@ -173,10 +173,11 @@ func caDataOf(cfg *rest.Config) ([]byte, error) {
 // the cluster Secret s with the token and CA taken from the store, and prints
 // the store values on errOut.
 func writeExternalSecret(out, errOut io.Writer, o clusterAddOptions, s *corev1.Secret, token string, caData []byte) error {
-	cc := map[string]any{"bearerToken": "{{ .token }}", "tlsClientConfig": map[string]any{"insecure": false}}
+	tls := map[string]any{"insecure": false}
 	if len(caData) > 0 {
-		cc["tlsClientConfig"].(map[string]any)["caData"] = "{{ .caData }}"
+		tls["caData"] = "{{ .caData }}"
 	}
+	cc := map[string]any{"bearerToken": "{{ .token }}", "tlsClientConfig": tls}
 	config, err := json.Marshal(cc)
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ The hub reads Argo CD cluster Secrets (label argocd.argoproj.io/secret-type=clus
 in --cluster-secret-namespace, connects to each cluster they describe, and issues
 every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(_ *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 			cfg, err := loadHubConfig(o.Kubeconfig)
 			if err != nil {

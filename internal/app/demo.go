@@ -217,7 +217,7 @@ type demoReplica struct {
 	done chan error
 }
 
-func startDemoReplica(ctx context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool) (*demoReplica, error) {
+func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool) (*demoReplica, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the certhub binary: %w", err)
@@ -256,8 +256,7 @@ func (r *demoReplica) stop(sig syscall.Signal) error {
 		return nil
 	case <-time.After(20 * time.Second):
 		_ = r.cmd.Process.Kill()
-		<-r.done
-		return fmt.Errorf("replica %s did not stop within 20s", r.id)
+		return errors.Join(fmt.Errorf("replica %s did not stop within 20s and was killed", r.id), <-r.done)
 	}
 }
 

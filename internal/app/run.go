@@ -99,7 +99,7 @@ func waitForHub(ctx context.Context, cfg *rest.Config) error {
 			return fmt.Errorf("hub API server %s refused certhub: %w", cfg.Host, err)
 		}
 		d := backoff.Step()
-		log.Info("hub API server unreachable; waiting for it", "host", cfg.Host, "retryIn", d.String(), "error", err.Error())
+		log.Error(err, "hub API server unreachable; waiting for it", "host", cfg.Host, "retryIn", d.String())
 		select {
 		case <-ctx.Done():
 			return nil

@@ -15,9 +15,14 @@ import (
 // with an error fails at once.
 func TestWaitForHub(t *testing.T) {
 	var calls atomic.Int32
-	restarting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	restarting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) <= 2 {
-			conn, _, err := w.(http.Hijacker).Hijack()
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				t.Error("the test server cannot hijack connections")
+				return
+			}
+			conn, _, err := hj.Hijack()
 			if err == nil {
 				conn.Close() // what a client sees from a server going down
 			}
@@ -34,7 +39,7 @@ func TestWaitForHub(t *testing.T) {
 		t.Errorf("hub asked %d times, want 3 (two dropped connections, then an answer)", n)
 	}
 
-	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`, http.StatusUnauthorized)
 	}))
 	defer refusing.Close()

@@ -434,7 +434,7 @@ func decodeSecret(obj map[string]any) (*corev1.Secret, error) {
 			}
 			if field == "data" {
 				if _, err := base64.StdEncoding.DecodeString(val); err != nil {
-					return nil, fmt.Errorf("data.%s: Invalid value: not base64 (%v); use stringData for plain text", k, err)
+					return nil, fmt.Errorf("data.%s: Invalid value: not base64 (%w); use stringData for plain text", k, err)
 				}
 			}
 			if msgs := validation.IsConfigMapKey(k); len(msgs) > 0 {

@@ -2,6 +2,7 @@ package certsync
 
 import (
 	"crypto/x509"
+	"errors"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 )
@@ -10,7 +11,7 @@ import (
 // error, or "" and nil.
 func ValidateSpec(crt *cmapi.Certificate) (string, error) {
 	err := validateSpec(crt)
-	if se, ok := err.(*specError); ok {
+	if se := (*specError)(nil); errors.As(err, &se) {
 		return se.reason, se
 	}
 	return "", err

@@ -160,7 +160,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 	f.Add("", "", "", "", "jane@example.com", "", "", "", "", "", false, uint32(1<<14|1<<15), uint8(1), uint16(48), false)
 	f.Add("", "", "", "", "", "1.2.3.4", "only-other-name", "", "", "", false, uint32(0), uint8(0), uint16(48), false)
 	f.Add("", "", "", "", "", "", "", "O=NoCommonName,C=DE", "", "", false, uint32(0), uint8(0), uint16(48), false)
-	f.Add("dup.example.com", "dup.example.com;dup.example.com", "", "", "", "", "", "", "", "", false, uint32(1<<11|1<<11), uint8(0), uint16(48), false)
+	f.Add("dup.example.com", "dup.example.com;dup.example.com", "", "", "", "", "", "", "", "", false, uint32(1<<11|1<<12), uint8(0), uint16(48), false)
 	f.Fuzz(func(t *testing.T, cn, dns, ips, uris, emails, otherOID, otherValue, literal, org, serial string,
 		isCA bool, usageBits uint32, keyKind uint8, hours uint16, selfSigned bool) {
 		// A literal without "=" is a common name written as a literalSubject

@@ -44,6 +44,10 @@ const (
 	DefaultIssuerRetryInterval = 30 * time.Second
 	// DefaultMaxConcurrentReconciles is the number of Certificates reconciled at once, across clusters.
 	DefaultMaxConcurrentReconciles = 4
+
+	// conflictRequeue is how soon a Certificate that met a concurrent change
+	// is decided again, on fresh data.
+	conflictRequeue = 100 * time.Millisecond
 )
 
 // IssuerResolver finds the Issuer for a Certificate's issuerRef. *issuance.Resolver implements it.
@@ -222,8 +226,8 @@ func (r *reconciler) stamp(t *target) (string, error) {
 func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) {
-		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; requeueing", "error", err.Error())
-		return reconcile.Result{Requeue: true}, nil
+		logr.FromContextOrDiscard(ctx).V(1).Info("conflict; requeueing", "reason", apierrors.ReasonForError(err))
+		return reconcile.Result{RequeueAfter: conflictRequeue}, nil
 	}
 	return res, err
 }
@@ -249,8 +253,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		log.V(1).Info("skipping: cluster not owned by this replica")
 		return reconcile.Result{}, nil // the owner reconciles it
 	}
-	if err := validateSpec(crt); err != nil {
-		se := err.(*specError)
+	if se := (*specError)(nil); errors.As(validateSpec(crt), &se) {
 		return reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
 	}
 	if g := crt.Spec.IssuerRef.Group; g != "" && g != certManagerGroup {
@@ -290,7 +293,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		}
 		if live == nil || live.ResourceVersion != secret.ResourceVersion {
 			if live != nil && live.Labels[ManagedLabel] != ManagedValue && crt.Annotations[AdoptAnnotation] != "true" {
-				return reconcile.Result{Requeue: true}, nil // someone took the Secret over meanwhile; look again from the top
+				return reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
 			}
 			secret = live
 			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
@@ -397,11 +400,11 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 	if err != nil {
 		return err
 	}
-	if why := secretDrift(want, s); why == "" {
+	why := secretDrift(want, s)
+	if why == "" {
 		return nil
-	} else {
-		logr.FromContextOrDiscard(ctx).Info("repairing Secret without reissuing", "drift", why)
 	}
+	logr.FromContextOrDiscard(ctx).Info("repairing Secret without reissuing", "drift", why)
 	return r.applySecret(ctx, t, s, d)
 }
 

@@ -34,7 +34,7 @@ func ParseKubeconfig(name string, raw []byte) (*Cluster, error) {
 func (p *Provider) watchDir(ctx context.Context, dir string) {
 	failed := map[string]string{} // path → last error, to log each problem once
 	for {
-		p.scanDir(ctx, dir, failed)
+		p.scanDir(dir, failed)
 		select {
 		case <-ctx.Done():
 			return
@@ -45,7 +45,7 @@ func (p *Provider) watchDir(ctx context.Context, dir string) {
 
 // scanDir is one pass of watchDir. failed remembers each file's last error
 // across passes, so every problem is logged once.
-func (p *Provider) scanDir(ctx context.Context, dir string, failed map[string]string) {
+func (p *Provider) scanDir(dir string, failed map[string]string) {
 	log := p.log.WithValues("kubeconfigDir", dir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -75,7 +75,7 @@ func (p *Provider) scanDir(ctx context.Context, dir string, failed map[string]st
 			continue
 		}
 		p.metrics.invalid.DeletePartialMatch(map[string]string{"secret": source})
-		changed, err := p.engage(ctx, source, c)
+		changed, err := p.engage(source, c)
 		var dup *DuplicateError
 		switch {
 		case errors.As(err, &dup):

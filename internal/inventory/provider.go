@@ -157,7 +157,7 @@ type engaged struct {
 	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
 }
 
-// DuplicateError: another source already registers (or is connecting) the cluster name.
+// DuplicateError says another source already registers (or is connecting) the cluster name.
 type DuplicateError struct {
 	Name multicluster.ClusterName
 	// ServedFrom is the source that holds the name: "<ns>/<secret>" or "file:<path>".
@@ -318,7 +318,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	name := multicluster.ClusterName(parsed.Name)
 	log = log.WithValues("cluster", name)
 
-	changed, err := p.engage(ctx, req.String(), parsed)
+	changed, err := p.engage(req.String(), parsed)
 	var dup *DuplicateError
 	switch {
 	case errors.As(err, &dup):
@@ -361,7 +361,7 @@ func (p *Provider) serves(l map[string]string) bool {
 //	      reserve name (cl == nil), drop this source's previous cluster
 //	unlock ─▶ connect (probe, cache sync; up to ConnectTimeout)
 //	lock: still our reservation? ─▶ serve (cl set) ─▶ aware.Engage
-func (p *Provider) engage(ctx context.Context, source string, c *Cluster) (changed bool, err error) {
+func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 	name := multicluster.ClusterName(c.Name)
 	p.mu.Lock()
 	if other, ok := p.clusters[name]; ok && other.source != source {

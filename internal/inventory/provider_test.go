@@ -306,7 +306,7 @@ func TestProviderDuplicateNameWhileConnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := h.aware.live()
-	if len(live) != 1 || live[0].cl.(*fakeCluster).server != "https://a.example.com" {
+	if fc, ok := live[0].cl.(*fakeCluster); len(live) != 1 || !ok || fc.server != "https://a.example.com" {
 		t.Fatalf("engaged %d clusters for one name (want only cluster-a's)", len(live))
 	}
 	if !hasEvent(h.events(), "Warning "+ReasonDuplicateClusterName) || h.gauge("invalid", "argocd/cluster-b", ReasonDuplicateClusterName) != 1 {
@@ -392,7 +392,7 @@ func TestProviderKubeconfigDir(t *testing.T) {
 	h := newProviderHarness(t, "")
 	failed := map[string]string{}
 	for range 3 {
-		h.p.scanDir(context.Background(), dir, failed)
+		h.p.scanDir(dir, failed)
 	}
 	if n := h.aware.count(); n != 2 {
 		t.Fatalf("%d engagements over 3 scans, want 2 (a once, b once)", n)
@@ -404,15 +404,15 @@ func TestProviderKubeconfigDir(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	h.p.scanDir(context.Background(), dir, failed)
+	h.p.scanDir(dir, failed)
 	live := h.aware.live()
 	if len(live) != 1 || live[0].name != "a" {
 		t.Fatalf("after removing b.yaml engaged %+v", live)
 	}
 	// A changed file re-engages.
 	write("a.yaml", "https://a3.example.com")
-	h.p.scanDir(context.Background(), dir, failed)
-	if live = h.aware.live(); len(live) != 1 || live[0].cl.(*fakeCluster).server != "https://a3.example.com" {
+	h.p.scanDir(dir, failed)
+	if live = h.aware.live(); len(live) != 1 || live[0].cl.(*fakeCluster).server != "https://a3.example.com" { //nolint:forcetypeassert // only fakeClusters are engaged here
 		t.Fatalf("a changed kubeconfig was not re-engaged: %+v", live)
 	}
 }

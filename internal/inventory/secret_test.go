@@ -133,7 +133,7 @@ func TestAuthFormsMapLikeArgoCD(t *testing.T) {
 		e.InstallHint != "install it" || !e.ProvideClusterInfo || e.InteractiveMode != "Never" || c.Config.BearerToken != "" {
 		t.Fatalf("exec config %+v, token %q", e, c.Config.BearerToken)
 	}
-	if len(e.Env) != 2 || e.Env[0].Name != "A" || e.Env[1].Value != "2" || string(e.Config.(*runtime.Unknown).Raw) != `{"k":"v"}` {
+	if len(e.Env) != 2 || e.Env[0].Name != "A" || e.Env[1].Value != "2" || !isRaw(e.Config, `{"k":"v"}`) {
 		t.Fatalf("exec env %+v config %v", e.Env, e.Config)
 	}
 	aws := `{"awsAuthConfig":{"clusterName":"prod","roleARN":"arn:aws:iam::1:role/r","profile":"p"},"tlsClientConfig":{"caData":"` + b64(testCA) + `"}}`
@@ -197,3 +197,9 @@ func FuzzParseSecret(f *testing.F) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// isRaw reports whether an exec plugin config is the JSON want.
+func isRaw(cfg runtime.Object, want string) bool {
+	u, ok := cfg.(*runtime.Unknown)
+	return ok && string(u.Raw) == want
+}

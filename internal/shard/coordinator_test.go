@@ -354,7 +354,7 @@ func TestCoordinatorConflicts(t *testing.T) {
 	h := newHarness(t, "r0", nil)
 	h.addCluster("east")
 	h.cs.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).Name == leaseName(DefaultFencePrefix, "east") {
+		if l, ok := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, "east") {
 			return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "leases"}, "east")
 		}
 		return false, nil, nil

@@ -67,7 +67,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // a health probe, as envtest's own
 	}}
 	url := strings.TrimRight(cp.Server(), "/") + "/healthz"
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case <-p.done:
 			return false, fmt.Errorf("kube-apiserver of %s exited while starting", cp.Name)

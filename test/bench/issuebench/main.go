@@ -79,7 +79,12 @@ func run(n, burst int, out string) error {
 	hubDone := make(chan error, 1)
 	hubCtx, stopHub := context.WithCancel(ctx)
 	go func() { hubDone <- app.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() { stopHub(); <-hubDone }()
+	defer func() {
+		stopHub()
+		if err := <-hubDone; err != nil {
+			fmt.Fprintf(os.Stderr, "hub replica: %v\n", err)
+		}
+	}()
 
 	const ns = "bench"
 	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

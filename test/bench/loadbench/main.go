@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -248,7 +247,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 		select {
 		case <-watchers[j%clusters].Wait(ns, fmt.Sprintf("load-%04d", j)):
 		case <-time.After(10 * time.Minute):
-			return tp, fmt.Errorf("Certificate load-%04d never Ready", j)
+			return tp, fmt.Errorf("certificate load-%04d never Ready", j)
 		}
 	}
 	wall := time.Since(start)
@@ -286,9 +285,9 @@ func rawPKI() (serial, parallel float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	caTmpl := &x509.Certificate{}
 	caCrt := &cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "bench CA", IsCA: true}}
-	if caTmpl, err = pki.CertificateTemplateFromCertificate(caCrt); err != nil {
+	caTmpl, err := pki.CertificateTemplateFromCertificate(caCrt)
+	if err != nil {
 		return 0, 0, err
 	}
 	_, ca, err := pki.SignCertificate(caTmpl, caTmpl, caKey.Public(), caKey)

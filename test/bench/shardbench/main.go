@@ -178,7 +178,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	converged := func(timeout time.Duration) (map[string]string, error) {
 		var h, prev map[string]string
 		var since time.Time
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 			var err error
 			if h, err = holders(); err != nil || len(h) == 0 {
 				return false, nil
@@ -273,7 +273,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		}
 		t0 := time.Now()
 		stop(procs[victim], sig)
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 			h, err := holders()
 			if err != nil {
 				return false, nil
@@ -300,7 +300,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 			return res, err
 		}
 		// Wait for the restarted replica to get its share back before the next round.
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 			h, err := holders()
 			if err != nil {
 				return false, nil

@@ -114,7 +114,7 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(rep.Seed, 1<<32))
 	faults.Go(func() {
 		for {
-			if !pause(faultCtx, *killMin+time.Duration(rng.Int64N(int64(*killMin)))) {
+			if !pause(faultCtx, *killEvery+time.Duration(rng.Int64N(int64(*killEvery)))) {
 				return
 			}
 			mu.Lock()

@@ -30,12 +30,12 @@ const (
 )
 
 var (
-	certs    = flag.Int("chaos.certs", 300, "Certificates created over the run (spread over the clusters)")
-	updates  = flag.Int("chaos.updates", 200, "spec changes (new DNS name) made to issued Certificates over the run")
-	duration = flag.Duration("chaos.duration", 100*time.Second, "how long the faults go on")
-	outage   = flag.Duration("chaos.outage", 30*time.Second, "how long one downstream API server stays stopped")
-	killMin  = flag.Duration("chaos.kill-every", 4*time.Second, "a random replica is SIGKILLed every kill-every to 2×kill-every")
-	seed     = flag.Uint64("chaos.seed", 0, "random seed (0: from the clock; the test logs the one it used)")
+	certs     = flag.Int("chaos.certs", 300, "Certificates created over the run (spread over the clusters)")
+	updates   = flag.Int("chaos.updates", 200, "spec changes (new DNS name) made to issued Certificates over the run")
+	duration  = flag.Duration("chaos.duration", 100*time.Second, "how long the faults go on")
+	outage    = flag.Duration("chaos.outage", 30*time.Second, "how long one downstream API server stays stopped")
+	killEvery = flag.Duration("chaos.kill-every", 4*time.Second, "a random replica is SIGKILLed every kill-every to 2×kill-every")
+	seed      = flag.Uint64("chaos.seed", 0, "random seed (0: from the clock; the test logs the one it used)")
 )
 
 var (
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 	// The replicas are a plain (not -race) build: this tier loads 3 replicas
 	// and 6 API servers on 2 cores; the shard tier runs race-built replicas.
 	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true,
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+		Setup: func(_ context.Context, e *envtestmain.Env) error {
 			bed = e.Bed
 			return nil
 		}}, &env))

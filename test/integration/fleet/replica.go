@@ -63,8 +63,9 @@ func freeAddr(t testing.TB) string {
 // CERTHUB_TEST_LOGDIR keeps the replicas' logs after the test.
 func (c Config) Start(t testing.TB, id string) *Replica {
 	t.Helper()
-	if c.Timings == (Timings{}) {
-		c.Timings = FastTimings
+	tm := c.Timings
+	if tm == (Timings{}) {
+		tm = FastTimings
 	}
 	probes := freeAddr(t)
 	dir := os.Getenv("CERTHUB_TEST_LOGDIR")
@@ -75,8 +76,8 @@ func (c Config) Start(t testing.TB, id string) *Replica {
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", c.HubNamespace, "--cluster-secret-namespace", c.ArgoNamespace,
 		"--identity", id, "--metrics-bind-address", "0", "--health-probe-bind-address", probes,
-		"--lease-duration", c.Timings.LeaseDuration.String(), "--renew-deadline", c.Timings.RenewDeadline.String(),
-		"--retry-period", c.Timings.RetryPeriod.String(), "--renew-interval", c.Timings.RenewInterval.String()}, c.Args...)
+		"--lease-duration", tm.LeaseDuration.String(), "--renew-deadline", tm.RenewDeadline.String(),
+		"--retry-period", tm.RetryPeriod.String(), "--renew-interval", tm.RenewInterval.String()}, c.Args...)
 	r, err := Launch(id, c.Binary, dir, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +140,9 @@ func (r *Replica) DumpLog(t testing.TB) {
 
 // WaitReady polls /readyz until the replica has its membership snapshot.
 func (r *Replica) WaitReady(ctx context.Context, timeout time.Duration) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		if !r.Running() {
-			return false, fmt.Errorf("%s exited: %v", r, r.exitErr)
+			return false, fmt.Errorf("%s exited: %w", r, r.exitErr)
 		}
 		resp, err := http.Get("http://" + r.probes + "/readyz")
 		if err != nil {

@@ -48,7 +48,7 @@ var env *envtestmain.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 1, Unregistered: 1, Issuer: issuerName, Logs: io.Discard,
-		Setup: func(ctx context.Context, e *envtestmain.Env) error { return installArgoCRDs(e.Bed) }}, &env))
+		Setup: func(_ context.Context, e *envtestmain.Env) error { return installArgoCRDs(e.Bed) }}, &env))
 }
 
 // installArgoCRDs installs Argo CD's CRDs from the argo-cd module.
@@ -134,7 +134,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"metadata": map[string]any{"name": "typo", "namespace": "argocd"},
 		"spec":     map[string]any{"project": "default", "sourc": map[string]any{"repoURL": "x"}, "destination": map[string]any{}},
 	}}
-	if err := c.Patch(ctx, bad, client.Apply, client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership); err == nil {
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(bad), client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership); err == nil {
 		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
@@ -146,7 +146,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 				t.Fatal("renders nothing")
 			}
 			for _, o := range objs {
-				err := c.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership)
+				err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll, client.FieldOwner("gitops-test"), client.ForceOwnership)
 				if err != nil {
 					t.Errorf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 				}
@@ -164,7 +164,7 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 	for _, o := range render(t, "kustomize/base") {
 		switch o.GetKind() {
 		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := hub.Client.Patch(ctx, o, client.Apply, client.FieldOwner("gitops-test"), client.ForceOwnership); err != nil {
+			if err := hub.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("gitops-test"), client.ForceOwnership); err != nil {
 				t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
@@ -279,7 +279,7 @@ func appSetFlow(t *testing.T, registration *corev1.Secret) {
 		t.Fatalf("generated Application %+v, want certificates-east / certhub / %s / examples/clusters/east", a, cp.Server())
 	}
 	for _, o := range render(t, a.Path) {
-		if err := cp.Client.Patch(ctx, o, client.Apply, client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
+		if err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
 			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}

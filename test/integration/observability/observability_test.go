@@ -252,7 +252,9 @@ func childPIDs(pid int) []int {
 			continue
 		}
 		var ppid int
-		fmt.Sscan(fields[1], &ppid)
+		if _, err := fmt.Sscan(fields[1], &ppid); err != nil {
+			continue
+		}
 		parents[ppid] = append(parents[ppid], p)
 	}
 	var out []int
@@ -315,7 +317,8 @@ func TestDemoInterruptedLeavesNothingRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("demo exited after SIGINT: %v", err)
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
 		t.Fatal("demo did not exit within a minute of SIGINT")

@@ -108,7 +108,7 @@ func checkIssuedKeepType(t *testing.T, c client.Client, crt *cmapi.Certificate, 
 	if st.NotBefore == nil || !st.NotBefore.Time.Equal(leaf.NotBefore) || st.NotAfter == nil || !st.NotAfter.Time.Equal(leaf.NotAfter) {
 		t.Errorf("status notBefore/notAfter = %v/%v, want %v/%v", st.NotBefore, st.NotAfter, leaf.NotBefore, leaf.NotAfter)
 	}
-	if st.RenewalTime == nil || !st.RenewalTime.Time.After(leaf.NotBefore) || !st.RenewalTime.Time.Before(leaf.NotAfter) {
+	if st.RenewalTime == nil || !st.RenewalTime.After(leaf.NotBefore) || !st.RenewalTime.Time.Before(leaf.NotAfter) {
 		t.Errorf("status renewalTime = %v, want between notBefore and notAfter", st.RenewalTime)
 	}
 	if st.Revision == nil || *st.Revision < 1 {

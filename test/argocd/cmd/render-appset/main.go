@@ -70,7 +70,7 @@ func render(appsetFile, secretsFile string) ([]App, error) {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return nil, fmt.Errorf("Secrets: %w", err)
+			return nil, fmt.Errorf("failed to list Secrets: %w", err)
 		}
 		if s.Name != "" {
 			objs = append(objs, s)

@@ -14,7 +14,7 @@ import (
 func BuildCertHub(dir string) (string, error) {
 	bin := filepath.Join(dir, "certhub")
 	if b, err := exec.Command("go", "build", "-o", bin, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v: %s", err, b)
+		return "", fmt.Errorf("go build: %w: %s", err, b)
 	}
 	return bin, nil
 }

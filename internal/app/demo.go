@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 )
 
@@ -170,7 +171,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	}
 	// Failover: stop the owner of the first cluster and watch another take over.
 	first := bed.Downstreams[0]
-	owner := demoOwners(ctx, bed)[first.Name]
+	owner := demoOwner(ctx, bed, first.Name)
 	victim := replicas[owner]
 	if victim == nil {
 		return fmt.Errorf("no running replica owns %s (owner %q)", first.Name, owner)
@@ -193,7 +194,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		return err
 	}
 	step("%s is now served by %s: Certificate %s/%s issued %.1fs after the stop",
-		first.Name, demoOwners(ctx, bed)[first.Name], extra.Namespace, extra.Name, time.Since(stopAt).Seconds())
+		first.Name, demoOwner(ctx, bed, first.Name), extra.Namespace, extra.Name, time.Since(stopAt).Seconds())
 	fmt.Fprintln(out)
 	printDemoTable(out, rows)
 	fmt.Fprintln(out)
@@ -260,16 +261,23 @@ func (r *demoReplica) stop(sig syscall.Signal) error {
 	}
 }
 
-// demoOwners maps cluster name to the replica holding its fence Lease.
-func demoOwners(ctx context.Context, bed *testbed.Bed) map[string]string {
-	return fenceOwners(ctx, bed.Hub.Client, bed.HubNamespace())
+// demoOwner is the replica holding cluster's fence, or "" if none (or unknown).
+func demoOwner(ctx context.Context, bed *testbed.Bed, cluster string) string {
+	owners, err := shard.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
+	if err != nil {
+		return ""
+	}
+	return owners.Owner(cluster)
 }
 
 func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout time.Duration) ([]demoRow, error) {
 	var rows []demoRow
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		rows = rows[:0]
-		owners := demoOwners(ctx, bed)
+		owners, err := shard.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
+		if err != nil {
+			return false, nil // transient; keep polling
+		}
 		for _, cp := range bed.Downstreams {
 			list := &cmapi.CertificateList{}
 			if err := cp.Client.List(ctx, list); err != nil {
@@ -282,7 +290,7 @@ func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout tim
 				if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err == nil {
 					writer = s.Annotations[certsync.WriterAnnotation]
 				}
-				rows = append(rows, demoRow{cluster: cp.Name, crt: crt, owner: owners[cp.Name], writer: writer})
+				rows = append(rows, demoRow{cluster: cp.Name, crt: crt, owner: owners.Owner(cp.Name), writer: writer})
 			}
 		}
 		ready := 0

@@ -13,7 +13,6 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/spf13/cobra"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -117,23 +116,6 @@ func loadHubConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// fenceOwners maps each fence key (a cluster name, or a bucket with
-// --shard-buckets) to the replica holding its fence Lease; released fences
-// and a failed list give no entry.
-func fenceOwners(ctx context.Context, hub client.Reader, namespace string) map[string]string {
-	owners := map[string]string{}
-	leases := &coordinationv1.LeaseList{}
-	if err := hub.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{shard.LeaseKindLabel: "fence"}); err != nil {
-		return owners
-	}
-	for _, l := range leases.Items {
-		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			owners[l.Annotations[shard.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
-		}
-	}
-	return owners
-}
-
 // collectStatus builds the rows: one per cluster Secret, sorted by cluster.
 func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]ClusterStatus, error) {
 	scheme, err := newScheme()
@@ -144,11 +126,20 @@ func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]Cl
 	if err != nil {
 		return nil, fmt.Errorf("failed to create hub client: %w", err)
 	}
+	return statusRows(ctx, hub, scheme, o)
+}
+
+// statusRows reads the registrations and fence owners from hub and inspects
+// each cluster with its own credentials.
+func statusRows(ctx context.Context, hub client.Reader, scheme *runtime.Scheme, o statusOptions) ([]ClusterStatus, error) {
 	secrets := &corev1.SecretList{}
 	if err := hub.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		return nil, fmt.Errorf("failed to list cluster Secrets in %s: %w", o.secretNamespace, err)
 	}
-	owners := fenceOwners(ctx, hub, o.namespace)
+	owners, err := shard.ReadOwners(ctx, hub, o.namespace)
+	if err != nil {
+		return nil, err
+	}
 	var rows []ClusterStatus
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
@@ -168,7 +159,7 @@ func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]Cl
 			continue
 		}
 		row.Cluster, row.Server = c.Name, c.Server
-		if owner := owners[c.Name]; owner != "" {
+		if owner := owners.Owner(c.Name); owner != "" {
 			row.Owner = owner
 		}
 		inspectCluster(ctx, scheme, c, o, &row)

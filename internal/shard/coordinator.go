@@ -370,6 +370,9 @@ func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now t
 		Labels:      map[string]string{LeaseKindLabel: leaseKindFence},
 		Annotations: map[string]string{FenceKeyAnnotation: f.key},
 	}}
+	if c.opts.Buckets > 0 {
+		l.Annotations[BucketsAnnotation] = strconv.Itoa(c.opts.Buckets)
+	}
 	var transitions int32
 	if cur != nil {
 		l = cur.DeepCopy()

@@ -22,6 +22,9 @@ const (
 	WeightAnnotation = "certhub.io/weight"
 	// FenceKeyAnnotation on a fence Lease names the cluster (or bucket) it guards.
 	FenceKeyAnnotation = "certhub.io/fence-key"
+	// BucketsAnnotation on a bucket fence Lease is the bucket count
+	// (--shard-buckets), so readers can map a cluster to its bucket.
+	BucketsAnnotation = "certhub.io/shard-buckets"
 
 	leaseKindPeer  = "peer"
 	leaseKindFence = "fence"

@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/shard"
+)
+
+// `certhub status` names each cluster's owner with per-cluster fences and
+// with --shard-buckets (where it used to show "-" for every cluster: owners
+// were keyed by fence key and looked up by cluster name).
+func TestStatusOwners(t *testing.T) {
+	for _, buckets := range []int{0, 4} {
+		scheme, err := newScheme()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var objs []client.Object
+		for _, cluster := range []string{"east", "west"} {
+			s, err := inventory.NewSecret("argocd", "cluster-"+cluster, cluster, "https://127.0.0.1:1", inventory.ClusterConfig{BearerToken: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, s)
+			key := shard.FenceKey(cluster, buckets)
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "certhub-shard-" + key, Namespace: "certhub",
+				Labels:      map[string]string{shard.LeaseKindLabel: "fence"},
+				Annotations: map[string]string{shard.FenceKeyAnnotation: key}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("replica-" + cluster)}}
+			if buckets > 0 {
+				l.Annotations[shard.BucketsAnnotation] = "4"
+				if cluster == "west" && shard.FenceKey("west", 4) == shard.FenceKey("east", 4) {
+					continue // same bucket, same holder as east
+				}
+			}
+			objs = append(objs, l)
+		}
+		hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+		rows, err := statusRows(context.Background(), hub, scheme, statusOptions{namespace: "certhub", secretNamespace: "argocd", timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 {
+			t.Fatalf("buckets %d: %d rows", buckets, len(rows))
+		}
+		for _, r := range rows {
+			want := "replica-" + r.Cluster
+			if buckets > 0 && shard.FenceKey("west", 4) == shard.FenceKey("east", 4) {
+				want = "replica-east"
+			}
+			if r.Owner != want || r.State != StateUnreachable {
+				t.Errorf("buckets %d: %s owner %q state %s, want %q (unreachable)", buckets, r.Cluster, r.Owner, r.State, want)
+			}
+		}
+	}
+}

@@ -9,16 +9,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 func TestValidateSpec(t *testing.T) {
-	if reason, err := certsync.ValidateSpec(testbed.ValidCertificate("shop", "web", "ca")); err != nil {
+	if reason, err := certsync.ValidateSpec(fixture.Certificate("shop", "web", "ca")); err != nil {
 		t.Fatalf("a valid spec was rejected: %s %v", reason, err)
 	}
-	for _, tt := range testbed.InvalidSpecs() {
+	for _, tt := range fixture.InvalidSpecs() {
 		t.Run(tt.Name, func(t *testing.T) {
-			crt := testbed.ValidCertificate("shop", "web", "ca")
+			crt := fixture.Certificate("shop", "web", "ca")
 			tt.Mutate(crt)
 			reason, err := certsync.ValidateSpec(crt)
 			if err == nil {
@@ -35,7 +35,7 @@ func FuzzValidateAndTemplate(f *testing.F) {
 	f.Add("web.example.com", "10.0.0.1", "spiffe://x/y", "a@example.com", "CN=x", int64(3600), "RSA", 2048)
 	f.Add("", "", "", "", "", int64(0), "ECDSA", 256)
 	f.Fuzz(func(t *testing.T, dns, ip, uri, email, literal string, seconds int64, alg string, size int) {
-		crt := testbed.ValidCertificate("shop", "web", "ca")
+		crt := fixture.Certificate("shop", "web", "ca")
 		crt.Spec.CommonName = ""
 		crt.Spec.DNSNames = []string{dns}
 		crt.Spec.IPAddresses = []string{ip}

@@ -18,4 +18,6 @@
 //
 // Contract: Start returns a running Bed or an error with everything it started
 // already stopped; Stop stops every control plane and is safe to call twice.
+// It is linked into the certhub binary (for the demo), so it never imports
+// "testing": test fixtures, waits and assertions live in test/fixture.
 package testbed

@@ -29,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // Result is one row of the table.
@@ -198,7 +199,7 @@ func createAndWait(ctx context.Context, c client.Client, w *benchutil.ReadyWatch
 }
 
 func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certificate {
-	c := testbed.ValidCertificate(ns, name, "bench-ca")
+	c := fixture.Certificate(ns, name, "bench-ca")
 	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: alg, Size: size}
 	return c
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/fleet"
 )
 
@@ -395,7 +396,7 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 }
 
 func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certificate {
-	c := testbed.ValidCertificate(ns, name, issuer)
+	c := fixture.Certificate(ns, name, issuer)
 	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: alg, Size: size}
 	return c
 }

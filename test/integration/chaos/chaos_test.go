@@ -28,6 +28,7 @@ import (
 
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/fleet"
 )
 
@@ -68,7 +69,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d (-chaos.seed to repeat): %d Certificates, %d spec changes, %s of faults on %d clusters",
 		rep.Seed, *certs, *updates, *duration, len(bed.Downstreams))
 	for _, cp := range bed.Downstreams {
-		testbed.EnsureNamespace(t, cp.Client, ns)
+		fixture.EnsureNamespace(t, cp.Client, ns)
 	}
 	audit := fleet.StartAuditor(t, bed.Downstreams)
 	timings := fleet.FastTimings
@@ -370,17 +371,13 @@ func (d *driver) updateOne(ctx context.Context) bool {
 }
 
 func certificate(name string, version int) *cmapi.Certificate {
-	c := testbed.ValidCertificate(ns, name, issuerName)
-	c.Annotations = map[string]string{versionAnnotation: strconv.Itoa(version)}
-	c.Spec.CommonName = fmt.Sprintf("%s-v%d.chaos.example.com", name, version)
-	c.Spec.DNSNames = []string{c.Spec.CommonName}
-	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256}
-	return c
+	cn := fmt.Sprintf("%s-v%d.chaos.example.com", name, version)
+	return fixture.Certificate(ns, name, issuerName, fixture.WithAnnotation(versionAnnotation, strconv.Itoa(version)), fixture.WithNames(cn, cn))
 }
 
 // issuedForSpec: Ready, and Ready was decided on the current generation.
 func issuedForSpec(c *cmapi.Certificate) bool {
-	r := testbed.Condition(c, cmapi.CertificateConditionReady)
+	r := fixture.Condition(c, cmapi.CertificateConditionReady)
 	return r != nil && r.Status == cmmeta.ConditionTrue && r.ObservedGeneration == c.Generation
 }
 

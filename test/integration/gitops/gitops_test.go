@@ -36,6 +36,7 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
@@ -126,7 +127,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
 	c := env.Bed.Hub.Client
 	for _, ns := range []string{"certhub", "argocd", "shop", "certhub-system", "apps"} {
-		testbed.EnsureNamespace(t, c, ns)
+		fixture.EnsureNamespace(t, c, ns)
 	}
 	// The dry-run does check schemas: a misspelt field is refused.
 	bad := &unstructured.Unstructured{Object: map[string]any{
@@ -228,12 +229,12 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 			t.Errorf("hub running as its ServiceAccount: %v", err)
 		}
 	}()
-	testbed.EnsureNamespace(t, cp.Client, "rbac")
-	crt := testbed.ValidCertificate("rbac", "web", "rbac-ca")
+	fixture.EnsureNamespace(t, cp.Client, "rbac")
+	crt := fixture.Certificate("rbac", "web", "rbac-ca")
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 
 	t.Run("ApplicationSet-delivered Certificates", func(t *testing.T) { appSetFlow(t, s) })
 }
@@ -283,8 +284,8 @@ func appSetFlow(t *testing.T, registration *corev1.Secret) {
 			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "shop", Name: "web"})
-	testbed.GetSecret(t, cp.Client, testbed.ValidCertificate("shop", "web", "platform-ca"))
+	fixture.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "shop", Name: "web"})
+	fixture.GetSecret(t, cp.Client, fixture.Certificate("shop", "web", "platform-ca"))
 }
 
 func tokenRequest() *authenticationv1.TokenRequest {

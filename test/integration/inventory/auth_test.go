@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // register writes an opted-in Argo CD cluster Secret for the third downstream
@@ -47,13 +47,13 @@ func issuedVia(t *testing.T, name string, cc inventory.ClusterConfig) {
 	t.Helper()
 	cp := env.Bed.Downstreams[2]
 	ns := "auth-" + name
-	testbed.EnsureNamespace(t, cp.Client, ns)
+	fixture.EnsureNamespace(t, cp.Client, ns)
 	register(t, name, cc, nil)
-	crt := testbed.ValidCertificate(ns, "web", issuerName)
+	crt := fixture.Certificate(ns, "web", issuerName)
 	if err := cp.Client.Create(context.Background(), crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 }
 
 // Each credential form a real kube-apiserver accepts connects and issues.
@@ -108,18 +108,18 @@ func TestNamespaceScopedRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testbed.EnsureNamespace(t, cp.Client, "elsewhere")
-	outside := testbed.ValidCertificate("elsewhere", "not-mine", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, "elsewhere")
+	outside := fixture.Certificate("elsewhere", "not-mine", issuerName)
 	if err := cp.Client.Create(ctx, outside); err != nil {
 		t.Fatal(err)
 	}
 	register(t, "scoped", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}},
 		map[string]string{"namespaces": "scoped"})
-	inside := testbed.ValidCertificate("scoped", "mine", issuerName)
+	inside := fixture.Certificate("scoped", "mine", issuerName)
 	if err := cp.Client.Create(ctx, inside); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(inside))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(inside))
 
 	got := &corev1.Secret{}
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "not-mine-tls"}, got); !apierrors.IsNotFound(err) {
@@ -142,7 +142,7 @@ func TestNamespaceScopedRegistration(t *testing.T) {
 // and a note containing fragment.
 func waitSecretEvent(t *testing.T, name, reason, fragment string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, testbed.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := env.Bed.Hub.Client.List(ctx, list, client.InNamespace(env.Bed.ArgoNamespace())); err != nil {
 			return false, nil

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 func certhub(t *testing.T, args ...string) (string, error) {
@@ -62,12 +62,12 @@ func TestClusterAddRegistersACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
-	testbed.EnsureNamespace(t, cp.Client, "added")
-	crt := testbed.ValidCertificate("added", "web", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, "added")
+	crt := fixture.Certificate("added", "web", issuerName)
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 }
 
 // `certhub cluster add --format external-secret` keeps the token out of Git:
@@ -151,10 +151,10 @@ func TestClusterAddExternalSecretConnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
-	testbed.EnsureNamespace(t, cp.Client, "es-added")
-	crt := testbed.ValidCertificate("es-added", "web", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, "es-added")
+	crt := fixture.Certificate("es-added", "web", issuerName)
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 }

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // Every malformed or unusable registration gets a Warning Event on its Secret
@@ -71,12 +71,12 @@ func TestMalformedRegistrations(t *testing.T) {
 		t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
 	}
 	// The healthy cluster is unaffected and keeps issuing.
-	testbed.EnsureNamespace(t, healthy.Client, "malformed")
-	crt := testbed.ValidCertificate("malformed", fmt.Sprintf("still-%d", len(cases)), issuerName)
+	fixture.EnsureNamespace(t, healthy.Client, "malformed")
+	crt := fixture.Certificate("malformed", fmt.Sprintf("still-%d", len(cases)), issuerName)
 	if err := healthy.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, healthy.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, healthy.Client, client.ObjectKeyFromObject(crt))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { waitSecretEvent(t, "bad-"+c.name, c.reason, c.fragment) })
 	}
@@ -97,12 +97,12 @@ func TestMalformedRegistrations(t *testing.T) {
 		if err := env.Bed.Hub.Client.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		testbed.EnsureNamespace(t, target.Client, "healed")
-		crt := testbed.ValidCertificate("healed", "web", issuerName)
+		fixture.EnsureNamespace(t, target.Client, "healed")
+		crt := fixture.Certificate("healed", "web", issuerName)
 		if err := target.Client.Create(ctx, crt); err != nil {
 			t.Fatal(err)
 		}
-		testbed.WaitReady(t, target.Client, client.ObjectKeyFromObject(crt))
+		fixture.WaitReady(t, target.Client, client.ObjectKeyFromObject(crt))
 		waitSecretEvent(t, "bad-bad-json", inventory.ReasonClusterConnected, "healed")
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // The registration's token is revoked and a new one written into the cluster
@@ -29,11 +29,11 @@ func TestTokenRotation(t *testing.T) {
 	}
 	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
 	register(t, "rotating", cc, map[string]string{"namespaces": ns})
-	before := testbed.ValidCertificate(ns, "before", issuerName)
+	before := fixture.Certificate(ns, "before", issuerName)
 	if err := cp.Client.Create(ctx, before); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(before))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(before))
 
 	// Revoke: deleting the ServiceAccount invalidates every token it had.
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "certhub-hub-" + ns}}
@@ -59,16 +59,16 @@ func TestTokenRotation(t *testing.T) {
 	if err := env.Bed.Hub.Client.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	after := testbed.ValidCertificate(ns, "after", issuerName)
+	after := fixture.Certificate(ns, "after", issuerName)
 	if err := cp.Client.Create(ctx, after); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(after))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(after))
 	t.Logf("token rotated: first Certificate issued with the new credentials %s after the cluster Secret update", time.Since(start).Round(time.Millisecond))
 }
 
 func waitGone(ctx context.Context, c client.Client, o client.Object) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testbed.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
 		return apierrors.IsNotFound(err), nil
 	})

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // reachable returns the certhub_cluster_reachable gauge of cluster, if the hub exports one.
 func reachable(t *testing.T, cluster string) (float64, bool) {
 	t.Helper()
-	return testbed.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
+	return fixture.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
 }
 
 func setOptIn(t *testing.T, name string, on bool) {
@@ -60,21 +60,21 @@ func TestClusterSelectorOptInAndOut(t *testing.T) {
 	in, out := env.Bed.Downstreams[0], env.Bed.Downstreams[1]
 	setOptIn(t, in.Name, true)
 	for _, cp := range env.Bed.Downstreams {
-		testbed.EnsureNamespace(t, cp.Client, "sel")
-		if err := cp.Client.Create(ctx, testbed.ValidCertificate("sel", "web", issuerName)); err != nil {
+		fixture.EnsureNamespace(t, cp.Client, "sel")
+		if err := cp.Client.Create(ctx, fixture.Certificate("sel", "web", issuerName)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testbed.WaitReady(t, in.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
+	fixture.WaitReady(t, in.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
 	if _, ok := reachable(t, out.Name); ok {
 		t.Errorf("cluster %s is connected although its Secret does not match the selector", out.Name)
 	}
 
 	setOptIn(t, out.Name, true) // opt in through Git: served without a restart
-	testbed.WaitReady(t, out.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
+	fixture.WaitReady(t, out.Client, client.ObjectKey{Namespace: "sel", Name: "web"})
 
 	setOptIn(t, in.Name, false) // opt out: disengaged, nothing deleted downstream
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(context.Context) (bool, error) {
 		_, ok := reachable(t, in.Name)
 		return !ok, nil
 	})

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // argoVersion is the Argo CD release whose Certificate health script we check against.
@@ -105,11 +105,11 @@ func toLua(L *lua.LState, v any) lua.LValue {
 // and app health work downstream without cert-manager.
 func TestArgoCDHealthOfWrittenStatus(t *testing.T) {
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "argo-health")
-	good := testbed.ValidCertificate("argo-health", "good", issuerName)
-	bad := testbed.ValidCertificate("argo-health", "bad", issuerName)
+	fixture.EnsureNamespace(t, c, "argo-health")
+	good := fixture.Certificate("argo-health", "good", issuerName)
+	bad := fixture.Certificate("argo-health", "bad", issuerName)
 	bad.Spec.DNSNames, bad.Spec.CommonName = nil, ""
-	fresh := testbed.ValidCertificate("argo-health", "fresh", issuerName)
+	fresh := fixture.Certificate("argo-health", "fresh", issuerName)
 	if st, _ := argoHealth(t, fresh); st != "Progressing" {
 		t.Errorf("a Certificate without status is %s to Argo CD, want Progressing", st)
 	}
@@ -118,12 +118,12 @@ func TestArgoCDHealthOfWrittenStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	issued := testbed.WaitReady(t, c, client.ObjectKeyFromObject(good))
+	issued := fixture.WaitReady(t, c, client.ObjectKeyFromObject(good))
 	expectStable(t, c, issued)
 	if st, msg := argoHealth(t, issued); st != "Healthy" {
 		t.Errorf("issued Certificate is %s (%s) to Argo CD, want Healthy", st, msg)
 	}
-	refused := testbed.WaitFor(t, c, client.ObjectKeyFromObject(bad), "Ready=False", testbed.NotReadyWith(certsync.ReasonInvalidNames))
+	refused := fixture.WaitFor(t, c, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(certsync.ReasonInvalidNames))
 	if st, msg := argoHealth(t, refused); st != "Degraded" || msg == "" {
 		t.Errorf("invalid Certificate is %s (%q) to Argo CD, want Degraded with a message", st, msg)
 	}

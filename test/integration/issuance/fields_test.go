@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"software.sslmate.com/src/go-pkcs12"
 
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // issue creates crt in the first downstream cluster and returns it Ready
@@ -36,12 +36,12 @@ import (
 func issue(t *testing.T, crt *cmapi.Certificate) (*cmapi.Certificate, *corev1.Secret, *x509.Certificate) {
 	t.Helper()
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, crt.Namespace)
+	fixture.EnsureNamespace(t, c, crt.Namespace)
 	if err := c.Create(context.Background(), crt); err != nil {
 		t.Fatalf("create Certificate: %v", err)
 	}
-	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
-	s := testbed.GetSecret(t, c, got)
+	got := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	s := fixture.GetSecret(t, c, got)
 	leaf, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
 	if err != nil {
 		t.Fatalf("decode tls.crt: %v", err)
@@ -70,7 +70,7 @@ const stableFor = 2 * time.Second
 // issuance for them.
 func expectStable(t *testing.T, c client.Client, crts ...*cmapi.Certificate) {
 	t.Helper()
-	testbed.ExpectStable(t, c, crts, stableFor, func() int {
+	fixture.ExpectStable(t, c, crts, stableFor, func() int {
 		n := 0
 		for _, crt := range crts {
 			n += issuancesLogged(crt.Namespace, crt.Name)
@@ -80,7 +80,7 @@ func expectStable(t *testing.T, c client.Client, crts ...*cmapi.Certificate) {
 }
 
 func base(name string) *cmapi.Certificate {
-	return testbed.ValidCertificate("fields", name, issuerName)
+	return fixture.Certificate("fields", name, issuerName)
 }
 
 func TestNamesSubjectAndUsages(t *testing.T) {
@@ -214,7 +214,7 @@ func TestLiteralSubjectWithDNSNamesStaysPut(t *testing.T) {
 
 func TestKeystoresAndOutputFormats(t *testing.T) {
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "fields")
+	fixture.EnsureNamespace(t, c, "fields")
 	pwSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fields", Name: "p12-password"}, StringData: map[string]string{"pw": "s3cret"}}
 	if err := client.IgnoreAlreadyExists(c.Create(context.Background(), pwSecret)); err != nil {
 		t.Fatal(err)
@@ -264,21 +264,21 @@ func TestKeystoresAndOutputFormats(t *testing.T) {
 // issued once the Secret appears.
 func TestKeystorePasswordSecretAppearsLater(t *testing.T) {
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "fields")
+	fixture.EnsureNamespace(t, c, "fields")
 	crt := base("late-pw")
 	crt.Spec.Keystores = &cmapi.CertificateKeystores{PKCS12: &cmapi.PKCS12Keystore{Create: true,
 		PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "late-password"}, Key: "pw"}}}
 	if err := c.Create(context.Background(), crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/KeystorePasswordSecretNotFound", testbed.NotReadyWith("KeystorePasswordSecretNotFound"))
+	fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/KeystorePasswordSecretNotFound", fixture.NotReadyWith("KeystorePasswordSecretNotFound"))
 	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fields", Name: "late-password"}, StringData: map[string]string{"pw": "later"}}
 	if err := c.Create(context.Background(), pw); err != nil {
 		t.Fatal(err)
 	}
-	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	got := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
 	expectStable(t, c, got)
-	if _, _, _, err := pkcs12.DecodeChain(testbed.GetSecret(t, c, got).Data[cmapi.PKCS12SecretKey], "later"); err != nil {
+	if _, _, _, err := pkcs12.DecodeChain(fixture.GetSecret(t, c, got).Data[cmapi.PKCS12SecretKey], "later"); err != nil {
 		t.Errorf("keystore.p12 does not open with the late password: %v", err)
 	}
 }

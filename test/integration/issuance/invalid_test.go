@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // Every invalid spec ends Ready=False with its reason, a Warning Event and no
@@ -23,11 +23,11 @@ import (
 func TestInvalidSpecsAreRefusedWithAReason(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[1].Client
-	testbed.EnsureNamespace(t, c, "invalid")
-	var specs []testbed.InvalidSpec
+	fixture.EnsureNamespace(t, c, "invalid")
+	var specs []fixture.InvalidSpec
 	created := map[string]*cmapi.Certificate{}
-	for i, tt := range testbed.InvalidSpecs() {
-		crt := testbed.ValidCertificate("invalid", fmt.Sprintf("bad-%02d", i), issuerName)
+	for i, tt := range fixture.InvalidSpecs() {
+		crt := fixture.Certificate("invalid", fmt.Sprintf("bad-%02d", i), issuerName)
 		tt.Mutate(crt)
 		if err := c.Create(ctx, crt); err != nil {
 			if !apierrors.IsInvalid(err) {
@@ -42,15 +42,15 @@ func TestInvalidSpecsAreRefusedWithAReason(t *testing.T) {
 	if len(specs) < 12 {
 		t.Fatalf("only %d invalid specs reach the hub, want >= 12", len(specs))
 	}
-	healthy := testbed.ValidCertificate("invalid", "healthy", issuerName)
+	healthy := fixture.Certificate("invalid", "healthy", issuerName)
 	if err := c.Create(ctx, healthy); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range specs {
 		t.Run(tt.Name, func(t *testing.T) {
 			crt := created[tt.Name]
-			got := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+tt.Reason, testbed.NotReadyWith(tt.Reason))
-			if msg := testbed.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, tt.Field) {
+			got := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+tt.Reason, fixture.NotReadyWith(tt.Reason))
+			if msg := fixture.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, tt.Field) {
 				t.Errorf("message %q does not name %q", msg, tt.Field)
 			}
 			if crt.Spec.SecretName != "" {
@@ -62,12 +62,12 @@ func TestInvalidSpecsAreRefusedWithAReason(t *testing.T) {
 			waitWarningEvent(t, c, crt, tt.Reason)
 		})
 	}
-	expectStable(t, c, testbed.WaitReady(t, c, client.ObjectKeyFromObject(healthy)))
+	expectStable(t, c, fixture.WaitReady(t, c, client.ObjectKeyFromObject(healthy)))
 }
 
 func waitWarningEvent(t *testing.T, c client.Client, crt *cmapi.Certificate, reason string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testbed.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		list := &eventsv1.EventList{}
 		if err := c.List(ctx, list, client.InNamespace(crt.Namespace)); err != nil {
 			return false, nil

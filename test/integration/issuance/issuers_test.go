@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/issuance"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 func newCA(t *testing.T, cn string) (certPEM, keyPEM []byte) {
@@ -44,7 +44,7 @@ func newCA(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 func TestNamespacedIssuerDownstream(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "team-ca")
+	fixture.EnsureNamespace(t, c, "team-ca")
 	certPEM, keyPEM := newCA(t, "team CA")
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-ca", Name: "team-ca-kp"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}}); err != nil {
@@ -54,14 +54,14 @@ func TestNamespacedIssuerDownstream(t *testing.T) {
 		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "team-ca-kp"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	crt := testbed.ValidCertificate("team-ca", "svc", "team")
+	crt := fixture.Certificate("team-ca", "svc", "team")
 	crt.Spec.IssuerRef = cmmeta.IssuerReference{Name: "team", Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	got := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	got := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
 	expectStable(t, c, got)
-	s := testbed.GetSecret(t, c, got)
+	s := fixture.GetSecret(t, c, got)
 	if !bytes.Equal(s.Data["ca.crt"], certPEM) {
 		t.Errorf("ca.crt is not the namespaced Issuer's CA")
 	}
@@ -75,14 +75,14 @@ func TestNamespacedIssuerDownstream(t *testing.T) {
 func TestClusterIssuerAppearsLater(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "late-issuer")
-	crt := testbed.ValidCertificate("late-issuer", "waits", "late-ca")
+	fixture.EnsureNamespace(t, c, "late-issuer")
+	crt := fixture.Certificate("late-issuer", "waits", "late-ca")
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/IssuerNotFound", testbed.NotReadyWith(issuance.ReasonIssuerNotFound))
+	fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/IssuerNotFound", fixture.NotReadyWith(issuance.ReasonIssuerNotFound))
 	if _, err := bed.CreateCAIssuer(ctx, "late-ca"); err != nil {
 		t.Fatal(err)
 	}
-	expectStable(t, c, testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt)))
+	expectStable(t, c, fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt)))
 }

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 func revision(c *cmapi.Certificate) int {
@@ -50,23 +50,23 @@ func TestRenewalRotatesKeyPerPolicy(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			c := bed.Downstreams[1].Client
-			testbed.EnsureNamespace(t, c, "renewal")
-			crt := testbed.ValidCertificate("renewal", "rotate-"+strings.ToLower(string(policy)), issuerName)
+			fixture.EnsureNamespace(t, c, "renewal")
+			crt := fixture.Certificate("renewal", "rotate-"+strings.ToLower(string(policy)), issuerName)
 			crt.Spec.Duration = &metav1.Duration{Duration: time.Hour}
 			crt.Spec.RenewBefore = &metav1.Duration{Duration: 59*time.Minute + 55*time.Second}
 			crt.Spec.PrivateKey.RotationPolicy = policy
 			if err := c.Create(context.Background(), crt); err != nil {
 				t.Fatal(err)
 			}
-			first := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
-			leaf1, key1 := leafAndKey(t, testbed.GetSecret(t, c, first))
+			first := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+			leaf1, key1 := leafAndKey(t, fixture.GetSecret(t, c, first))
 			if want := leaf1.NotAfter.Add(-(59*time.Minute + 55*time.Second)); !first.Status.RenewalTime.Time.Equal(want) {
 				t.Errorf("renewalTime %v, want %v", first.Status.RenewalTime, want)
 			}
-			second := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "renewed", func(c *cmapi.Certificate) bool {
-				return testbed.IsReady(c) && revision(c) == revision(first)+1
+			second := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "renewed", func(c *cmapi.Certificate) bool {
+				return fixture.IsReady(c) && revision(c) == revision(first)+1
 			})
-			leaf2, key2 := leafAndKey(t, testbed.GetSecret(t, c, second))
+			leaf2, key2 := leafAndKey(t, fixture.GetSecret(t, c, second))
 			if leaf2.SerialNumber.Cmp(leaf1.SerialNumber) == 0 || !leaf2.NotBefore.After(leaf1.NotBefore.Add(-time.Second)) {
 				t.Errorf("not a new certificate: serials %v %v", leaf1.SerialNumber, leaf2.SerialNumber)
 			}
@@ -82,13 +82,13 @@ func TestRenewalRotatesKeyPerPolicy(t *testing.T) {
 func TestIssuingConditionTriggersOneReissue(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[1].Client
-	testbed.EnsureNamespace(t, c, "renewal")
-	crt := testbed.ValidCertificate("renewal", "manual", issuerName)
+	fixture.EnsureNamespace(t, c, "renewal")
+	crt := fixture.Certificate("renewal", "manual", issuerName)
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	first := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
-	leaf1, _ := leafAndKey(t, testbed.GetSecret(t, c, first))
+	first := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	leaf1, _ := leafAndKey(t, fixture.GetSecret(t, c, first))
 
 	now := metav1.Now()
 	first.Status.Conditions = append(first.Status.Conditions, cmapi.CertificateCondition{
@@ -98,10 +98,10 @@ func TestIssuingConditionTriggersOneReissue(t *testing.T) {
 	if err := c.Status().Update(ctx, first); err != nil {
 		t.Fatalf("set Issuing=True: %v", err)
 	}
-	second := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "re-issued with Issuing cleared", func(c *cmapi.Certificate) bool {
-		return testbed.IsReady(c) && revision(c) == revision(first)+1 && testbed.Condition(c, cmapi.CertificateConditionIssuing) == nil
+	second := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "re-issued with Issuing cleared", func(c *cmapi.Certificate) bool {
+		return fixture.IsReady(c) && revision(c) == revision(first)+1 && fixture.Condition(c, cmapi.CertificateConditionIssuing) == nil
 	})
-	leaf2, _ := leafAndKey(t, testbed.GetSecret(t, c, second))
+	leaf2, _ := leafAndKey(t, fixture.GetSecret(t, c, second))
 	if leaf2.SerialNumber.Cmp(leaf1.SerialNumber) == 0 {
 		t.Errorf("Issuing=True did not produce a new certificate")
 	}
@@ -111,8 +111,8 @@ func TestIssuingConditionTriggersOneReissue(t *testing.T) {
 	if err := c.Patch(ctx, second, patch); err != nil {
 		t.Fatal(err)
 	}
-	third := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "reconciled after the label", func(c *cmapi.Certificate) bool {
-		return testbed.IsReady(c) && c.Labels["touched"] == "yes"
+	third := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "reconciled after the label", func(c *cmapi.Certificate) bool {
+		return fixture.IsReady(c) && c.Labels["touched"] == "yes"
 	})
 	if revision(third) != revision(second) {
 		t.Errorf("revision went from %d to %d without a trigger", revision(second), revision(third))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // A second writer replaces tls.key after every issuance, so every issuance
@@ -28,12 +28,12 @@ import (
 func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "loop")
-	crt := testbed.ValidCertificate("loop", "fought", issuerName)
+	fixture.EnsureNamespace(t, c, "loop")
+	crt := fixture.Certificate("loop", "fought", issuerName)
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	loopsBefore, _ := testbed.Gauge(t, "certhub_certificate_issuance_loops_total", map[string]string{"cluster": bed.Downstreams[0].Name})
+	loopsBefore, _ := fixture.Gauge(t, "certhub_certificate_issuance_loops_total", map[string]string{"cluster": bed.Downstreams[0].Name})
 
 	foreign, err := pki.GenerateECPrivateKey(256)
 	if err != nil {
@@ -64,8 +64,8 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopWriter()
 
-	stopped := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+certsync.ReasonIssuanceLoop, testbed.NotReadyWith(certsync.ReasonIssuanceLoop))
-	msg := testbed.Condition(stopped, cmapi.CertificateConditionReady).Message
+	stopped := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+certsync.ReasonIssuanceLoop, fixture.NotReadyWith(certsync.ReasonIssuanceLoop))
+	msg := fixture.Condition(stopped, cmapi.CertificateConditionReady).Message
 	t.Logf("stopped at revision %d: %s", revision(stopped), msg)
 	if revision(stopped) != certsync.DefaultLoopMaxIssuances {
 		t.Errorf("revision %d when the guard tripped, want %d (one generation, no other trigger)", revision(stopped), certsync.DefaultLoopMaxIssuances)
@@ -79,7 +79,7 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 		t.Errorf("lastFailureTime %v failedIssuanceAttempts %v, want set and 1", stopped.Status.LastFailureTime, stopped.Status.FailedIssuanceAttempts)
 	}
 	waitWarningEvent(t, c, crt, certsync.ReasonIssuanceLoop)
-	if loops, _ := testbed.Gauge(t, "certhub_certificate_issuance_loops_total", map[string]string{"cluster": bed.Downstreams[0].Name}); loops != loopsBefore+1 {
+	if loops, _ := fixture.Gauge(t, "certhub_certificate_issuance_loops_total", map[string]string{"cluster": bed.Downstreams[0].Name}); loops != loopsBefore+1 {
 		t.Errorf("certhub_certificate_issuance_loops_total went %v → %v, want +1", loopsBefore, loops)
 	}
 
@@ -88,7 +88,7 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	if logged != certsync.DefaultLoopMaxIssuances {
 		t.Errorf("the hub logged %d issuances, want %d", logged, certsync.DefaultLoopMaxIssuances)
 	}
-	testbed.ExpectStable(t, c, []*cmapi.Certificate{stopped}, stableFor, func() int { return issuancesLogged("loop", "fought") })
+	fixture.ExpectStable(t, c, []*cmapi.Certificate{stopped}, stableFor, func() int { return issuancesLogged("loop", "fought") })
 	stopWriter()
 	t.Logf("the second writer overwrote tls.key %d times", overwrites)
 
@@ -103,7 +103,7 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	if err := c.Status().Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	healed := testbed.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	healed := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
 	if revision(healed) != certsync.DefaultLoopMaxIssuances+1 || healed.Status.FailedIssuanceAttempts != nil {
 		t.Errorf("after the manual trigger: revision %d failedIssuanceAttempts %v, want %d and none",
 			revision(healed), healed.Status.FailedIssuanceAttempts, certsync.DefaultLoopMaxIssuances+1)
@@ -124,14 +124,14 @@ func contextUntil(stop <-chan struct{}) context.Context {
 func TestExternalIssuerGroupIsTerminal(t *testing.T) {
 	ctx := context.Background()
 	c := bed.Downstreams[0].Client
-	testbed.EnsureNamespace(t, c, "external")
-	crt := testbed.ValidCertificate("external", "pca", "my-pca")
+	fixture.EnsureNamespace(t, c, "external")
+	crt := fixture.Certificate("external", "pca", "my-pca")
 	crt.Spec.IssuerRef = cmmeta.IssuerReference{Name: "my-pca", Kind: "AWSPCAClusterIssuer", Group: "awspca.cert-manager.io"}
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	got := testbed.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+issuance.ReasonIssuerNotSupported, testbed.NotReadyWith(issuance.ReasonIssuerNotSupported))
-	if msg := testbed.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, `"awspca.cert-manager.io"`) {
+	got := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+issuance.ReasonIssuerNotSupported, fixture.NotReadyWith(issuance.ReasonIssuerNotSupported))
+	if msg := fixture.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, `"awspca.cert-manager.io"`) {
 		t.Errorf("message %q does not name the group", msg)
 	}
 	deadline := time.Now().Add(3 * time.Second) // three of the hub's 1s issuer retries

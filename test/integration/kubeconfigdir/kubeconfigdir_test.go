@@ -17,6 +17,7 @@ import (
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
@@ -55,7 +56,7 @@ func writeKubeconfig(ctx context.Context, bed *testbed.Bed, cp *testbed.ControlP
 
 func connected(t *testing.T, cluster string) bool {
 	t.Helper()
-	v, ok := testbed.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
+	v, ok := fixture.Gauge(t, "certhub_cluster_reachable", map[string]string{"cluster": cluster})
 	return ok && v == 1
 }
 
@@ -64,12 +65,12 @@ func TestKubeconfigDirectory(t *testing.T) {
 	one, two := env.Bed.Downstreams[0], env.Bed.Downstreams[1]
 	issue := func(cp *testbed.ControlPlane, name string) {
 		t.Helper()
-		testbed.EnsureNamespace(t, cp.Client, "dir")
-		crt := testbed.ValidCertificate("dir", name, issuerName)
+		fixture.EnsureNamespace(t, cp.Client, "dir")
+		crt := fixture.Certificate("dir", name, issuerName)
 		if err := cp.Client.Create(ctx, crt); err != nil {
 			t.Fatal(err)
 		}
-		testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+		fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 	}
 	issue(one, "first")
 
@@ -89,13 +90,13 @@ func TestKubeconfigDirectory(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, two.Name+".kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(context.Context) (bool, error) {
 		return !connected(t, two.Name), nil
 	})
 	if err != nil {
 		t.Fatalf("%s still connected after its kubeconfig was removed", two.Name)
 	}
-	testbed.GetSecret(t, two.Client, testbed.ValidCertificate("dir", "added", issuerName))
+	fixture.GetSecret(t, two.Client, fixture.Certificate("dir", "added", issuerName))
 	if !connected(t, one.Name) {
 		t.Errorf("%s should still be connected", one.Name)
 	}

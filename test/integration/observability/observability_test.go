@@ -31,6 +31,7 @@ import (
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
@@ -124,17 +125,17 @@ func hasSeries(body, name string, labels []string, value string) bool {
 func TestMetricsPerCluster(t *testing.T) {
 	ctx := context.Background()
 	cp := bed.Downstreams[0]
-	testbed.EnsureNamespace(t, cp.Client, "obs")
-	good := testbed.ValidCertificate("obs", "good", issuerName)
-	bad := testbed.ValidCertificate("obs", "bad", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, "obs")
+	good := fixture.Certificate("obs", "good", issuerName)
+	bad := fixture.Certificate("obs", "bad", issuerName)
 	bad.Spec.Duration = &metav1.Duration{Duration: time.Minute}
 	for _, c := range []*cmapi.Certificate{good, bad} {
 		if err := cp.Client.Create(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	issued := testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(good))
-	testbed.WaitFor(t, cp.Client, client.ObjectKeyFromObject(bad), "Ready=False", testbed.NotReadyWith(certsync.ReasonInvalidLifetime))
+	issued := fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(good))
+	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(certsync.ReasonInvalidLifetime))
 
 	cl := `cluster="` + cp.Name + `"`
 	want := []struct {
@@ -156,7 +157,7 @@ func TestMetricsPerCluster(t *testing.T) {
 		{"certhub_shard_cluster_owned", []string{cl}, "1"},
 	}
 	var body string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, fixture.WaitTimeout, true, func(context.Context) (bool, error) {
 		body = scrape(t)
 		for _, w := range want {
 			if !hasSeries(body, w.name, w.labels, w.value) {
@@ -179,7 +180,7 @@ func TestMetricsPerCluster(t *testing.T) {
 	if err := cp.Client.Delete(ctx, issued); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testbed.WaitTimeout, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, fixture.WaitTimeout, true, func(context.Context) (bool, error) {
 		return !hasSeries(scrape(t), "certhub_certificate_expiration_timestamp_seconds", []string{cl, `name="good"`}, ""), nil
 	})
 	if err != nil {
@@ -190,12 +191,12 @@ func TestMetricsPerCluster(t *testing.T) {
 func TestStatusCommand(t *testing.T) {
 	ctx := context.Background()
 	cp := bed.Downstreams[1]
-	testbed.EnsureNamespace(t, cp.Client, "status")
-	crt := testbed.ValidCertificate("status", "api", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, "status")
+	crt := fixture.Certificate("status", "api", issuerName)
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 
 	status := func(args ...string) string {
 		t.Helper()

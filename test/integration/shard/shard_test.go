@@ -10,37 +10,20 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 const ns = "sharded"
 
 func certificate(name string) *cmapi.Certificate {
-	return &cmapi.Certificate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: cmapi.CertificateSpec{
-			SecretName: name + "-tls",
-			DNSNames:   []string{name + ".example.com"},
-			IssuerRef:  cmmeta.IssuerReference{Name: issuerName, Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"},
-			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
-		},
-	}
-}
-
-func isReady(c *cmapi.Certificate) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == cmapi.CertificateConditionReady {
-			return cond.Status == cmmeta.ConditionTrue
-		}
-	}
-	return false
+	return fixture.Certificate(ns, name, issuerName)
 }
 
 // waitAllReady waits until every Certificate in every cluster's test namespace is Ready.
@@ -55,7 +38,7 @@ func waitAllReady(t *testing.T, timeout time.Duration) {
 				return false, nil
 			}
 			for _, c := range list.Items {
-				if !isReady(&c) {
+				if !fixture.IsReady(&c) {
 					notReady = append(notReady, cp.Name+"/"+c.Name)
 				}
 			}
@@ -83,7 +66,7 @@ func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Dura
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		for cp, k := range keys {
 			c := &cmapi.Certificate{}
-			if err := cp.Client.Get(ctx, k, c); err != nil || !isReady(c) {
+			if err := cp.Client.Get(ctx, k, c); err != nil || !fixture.IsReady(c) {
 				return false, nil
 			}
 		}

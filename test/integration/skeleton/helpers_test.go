@@ -10,33 +10,24 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 var (
-	ensureNamespace = testbed.EnsureNamespace
+	ensureNamespace = fixture.EnsureNamespace
 	readyCondition  = func(c *cmapi.Certificate) *cmapi.CertificateCondition {
-		return testbed.Condition(c, cmapi.CertificateConditionReady)
+		return fixture.Condition(c, cmapi.CertificateConditionReady)
 	}
-	waitFor     = testbed.WaitFor
-	isReady     = testbed.IsReady
-	waitReady   = testbed.WaitReady
-	waitTimeout = testbed.WaitTimeout
+	waitFor     = fixture.WaitFor
+	isReady     = fixture.IsReady
+	waitReady   = fixture.WaitReady
+	waitTimeout = fixture.WaitTimeout
 )
 
 func newCertificate(ns, name string, dns ...string) *cmapi.Certificate {
-	return &cmapi.Certificate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: cmapi.CertificateSpec{
-			SecretName: name + "-tls",
-			DNSNames:   dns,
-			IssuerRef:  cmmeta.IssuerReference{Name: issuerName, Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"},
-			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
-		},
-	}
+	return fixture.Certificate(ns, name, issuerName, fixture.WithNames("", dns...), func(c *cmapi.Certificate) { c.Spec.Duration = nil })
 }
 
 // checkIssued asserts the Secret holds what cert-manager would have written

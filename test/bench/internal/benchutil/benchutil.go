@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // Logf prints a progress line with the time to stderr (tables go to stdout).
@@ -96,7 +97,7 @@ func WatchReady(ctx context.Context, cfg *rest.Config, ns string) (*ReadyWatcher
 		defer wi.Stop()
 		for ev := range wi.ResultChan() {
 			crt, ok := ev.Object.(*cmapi.Certificate)
-			if !ok || ev.Type == watch.Deleted || !testbed.IsReady(crt) {
+			if !ok || ev.Type == watch.Deleted || !fixture.IsReady(crt) {
 				continue
 			}
 			now := time.Now()

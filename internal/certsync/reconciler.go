@@ -161,7 +161,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err := mgr.Add(metricsJanitor{m}); err != nil {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
 	}
-	r := &reconciler{mgr: mgr, opts: opts, metrics: m, guard: opts.loopGuard()}
+	r := &reconciler{getCluster: mgr.GetCluster, opts: opts, metrics: m, guard: opts.loopGuard()}
 	base := mgr.GetLogger().WithName("certsync")
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
@@ -187,10 +187,11 @@ func secretToCertificate(_ context.Context, s client.Object) []mcreconcile.Reque
 }
 
 type reconciler struct {
-	mgr     mcmanager.Manager
-	opts    Options
-	metrics *syncMetrics
-	guard   loopGuard
+	// getCluster is the manager's GetCluster (a seam for unit tests).
+	getCluster func(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error)
+	opts       Options
+	metrics    *syncMetrics
+	guard      loopGuard
 }
 
 func (o Options) loopGuard() loopGuard {
@@ -234,7 +235,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 
 func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	cl, err := r.mgr.GetCluster(ctx, req.ClusterName)
+	cl, err := r.getCluster(ctx, req.ClusterName)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
 	}
@@ -427,7 +428,9 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	s := &corev1.Secret{}
 	err := cl.GetClient().Get(ctx, key, s)
 	if err == nil {
-		return s, false, nil
+		// The cache selects managed Secrets; the label is checked anyway, so
+		// a client without that selector can never make certhub overwrite one.
+		return s, s.Labels[ManagedLabel] != ManagedValue, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)

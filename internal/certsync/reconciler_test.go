@@ -1,0 +1,374 @@
+package certsync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/issuance"
+)
+
+// fakeCluster serves a fake client and a fake event recorder as a downstream cluster.
+type fakeCluster struct {
+	cluster.Cluster
+	c   client.Client
+	rec *events.FakeRecorder
+}
+
+func (f *fakeCluster) GetClient() client.Client                       { return f.c }
+func (f *fakeCluster) GetAPIReader() client.Reader                    { return f.c }
+func (f *fakeCluster) GetEventRecorder(string) recorder.EventRecorder { return f.rec }
+
+// caIssuer signs with the shared test CA, as the CA issuer does.
+type caIssuer struct{}
+
+func (caIssuer) Sign(_ context.Context, req issuance.Request) (issuance.Result, error) {
+	certs, key := testCA()
+	req.Template.PublicKey = req.PublicKey
+	b, err := pki.SignCSRTemplate(certs, key, req.Template)
+	if err != nil {
+		return issuance.Result{}, err
+	}
+	return issuance.Result{ChainPEM: b.ChainPEM, CAPEM: b.CAPEM}, nil
+}
+
+// fakeResolver resolves every issuerRef to caIssuer, or fails with err.
+type fakeResolver struct{ err error }
+
+func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, client.Reader) (issuance.Issuer, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return caIssuer{}, nil
+}
+
+// ownership is a settable Ownership.
+type ownership struct{ owned bool }
+
+func (o *ownership) Owns(multicluster.ClusterName) (string, bool) { return "replica-0/3", o.owned }
+
+type reconcilerHarness struct {
+	t     *testing.T
+	r     *reconciler
+	c     client.Client
+	rec   *events.FakeRecorder
+	clk   *clocktesting.FakeClock
+	own   *ownership
+	issue *fakeResolver
+}
+
+func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *reconcilerHarness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&cmapi.Certificate{}).WithObjects(objs...)
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	h := &reconcilerHarness{t: t, c: b.Build(), rec: events.NewFakeRecorder(100), clk: clocktesting.NewFakeClock(time.Now()),
+		own: &ownership{owned: true}, issue: &fakeResolver{}}
+	opts := Options{Issuers: h.issue, Ownership: h.own, Registerer: prometheus.NewRegistry(), clock: h.clk}
+	opts.defaults()
+	m, err := newSyncMetrics(opts.Registerer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeCluster{c: h.c, rec: h.rec}
+	h.r = &reconciler{opts: opts, metrics: m, guard: opts.loopGuard(),
+		getCluster: func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil }}
+	return h
+}
+
+func (h *reconcilerHarness) reconcile(name string) reconcile.Result {
+	h.t.Helper()
+	res, err := h.r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east",
+		Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "shop", Name: name}}})
+	if err != nil {
+		h.t.Fatalf("reconcile %s: %v", name, err)
+	}
+	return res
+}
+
+func (h *reconcilerHarness) certificate(name string) *cmapi.Certificate {
+	h.t.Helper()
+	c := &cmapi.Certificate{}
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: name}, c); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func (h *reconcilerHarness) secret(name string) *corev1.Secret {
+	h.t.Helper()
+	s := &corev1.Secret{}
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+func (h *reconcilerHarness) events() string {
+	var out []string
+	for {
+		select {
+		case e := <-h.rec.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func ready(c *cmapi.Certificate) *cmapi.CertificateCondition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == cmapi.CertificateConditionReady {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func rev(c *cmapi.Certificate) int { return ptr.Deref(c.Status.Revision, 0) }
+
+// A new Certificate is issued: the Secret in cert-manager's format with
+// certhub's marks, status Ready with revision 1, a Normal Event; requeued at
+// the renewal time. A second reconcile changes nothing.
+func TestReconcileIssuesOnceThenStaysStill(t *testing.T) {
+	h := newReconcilerHarness(t, nil, testCertificate())
+	res := h.reconcile("web")
+	crt := h.certificate("web")
+	s := h.secret("web-tls")
+	if s == nil || s.Labels[ManagedLabel] != ManagedValue || s.Annotations[WriterAnnotation] != "replica-0/3" ||
+		!strings.HasPrefix(s.Annotations[IssuancesAnnotation], "generation=0,count=1,") {
+		t.Fatalf("Secret %+v", s)
+	}
+	if c := ready(crt); c == nil || c.Status != cmmeta.ConditionTrue || rev(crt) != 1 {
+		t.Fatalf("status %+v", crt.Status)
+	}
+	if want := crt.Status.RenewalTime.Sub(h.clk.Now()); res.RequeueAfter != want {
+		t.Errorf("requeue after %s, want the renewal time (%s)", res.RequeueAfter, want)
+	}
+	if ev := h.events(); !strings.Contains(ev, "Normal "+ReasonIssuing) {
+		t.Errorf("events %q", ev)
+	}
+	version := s.ResourceVersion
+	h.reconcile("web")
+	if s2 := h.secret("web-tls"); s2.ResourceVersion != version || rev(h.certificate("web")) != 1 {
+		t.Errorf("a second reconcile of an up-to-date Certificate wrote again")
+	}
+}
+
+// Each trigger leads to a new revision; each bad input to Ready=False with its reason.
+func TestReconcileTriggersAndOutcomes(t *testing.T) {
+	tests := []struct {
+		name string
+		// before runs after a first issuance (when issued) and before the reconcile under test.
+		issued  bool
+		crt     func(*cmapi.Certificate)
+		before  func(h *reconcilerHarness)
+		reason  string // Ready=False reason, or "" for Ready=True
+		rev     int
+		requeue time.Duration // 0: not checked; -1: no requeue
+	}{
+		{name: "renewal time reached", issued: true, before: func(h *reconcilerHarness) { h.clk.Step(61 * 24 * time.Hour) }, rev: 2},
+		{name: "spec changed", issued: true, before: func(h *reconcilerHarness) {
+			c := h.certificate("web")
+			c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com")
+			c.Generation++
+			if err := h.c.Update(context.Background(), c); err != nil {
+				h.t.Fatal(err)
+			}
+		}, rev: 2},
+		{name: "manual trigger (cmctl renew)", issued: true, before: func(h *reconcilerHarness) {
+			c := h.certificate("web")
+			c.Status.Conditions = append(c.Status.Conditions, cmapi.CertificateCondition{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue})
+			if err := h.c.Status().Update(context.Background(), c); err != nil {
+				h.t.Fatal(err)
+			}
+		}, rev: 2},
+		{name: "Secret deleted", issued: true, before: func(h *reconcilerHarness) {
+			if err := h.c.Delete(context.Background(), h.secret("web-tls")); err != nil {
+				h.t.Fatal(err)
+			}
+		}, rev: 2},
+		{name: "Secret metadata drifted: repaired, not re-issued", issued: true, before: func(h *reconcilerHarness) {
+			s := h.secret("web-tls")
+			delete(s.Annotations, cmapi.CommonNameAnnotationKey)
+			if err := h.c.Update(context.Background(), s); err != nil {
+				h.t.Fatal(err)
+			}
+		}, rev: 1},
+		{name: "invalid spec", crt: func(c *cmapi.Certificate) { c.Spec.CommonName, c.Spec.DNSNames = "", nil }, reason: ReasonInvalidNames, requeue: -1},
+		{name: "external issuer group", crt: func(c *cmapi.Certificate) {
+			c.Spec.IssuerRef = cmmeta.IssuerReference{Name: "pca", Kind: "AWSPCAClusterIssuer", Group: "awspca.cert-manager.io"}
+		}, reason: issuance.ReasonIssuerNotSupported, requeue: -1},
+		{name: "issuer not found: retried", before: func(h *reconcilerHarness) {
+			h.issue.err = &issuance.Error{Reason: issuance.ReasonIssuerNotFound, Message: "ClusterIssuer \"ca\" not found in the hub"}
+		}, reason: issuance.ReasonIssuerNotFound, requeue: DefaultIssuerRetryInterval},
+		{name: "issuer kind not supported: terminal", before: func(h *reconcilerHarness) {
+			h.issue.err = &issuance.Error{Reason: issuance.ReasonIssuerNotSupported, Message: "x", Terminal: true}
+		}, reason: issuance.ReasonIssuerNotSupported, requeue: -1},
+		{name: "a Secret certhub did not write", before: func(h *reconcilerHarness) {
+			if err := h.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-tls"}}); err != nil {
+				h.t.Fatal(err)
+			}
+		}, reason: ReasonSecretNotOwned},
+		{name: "keystore password Secret missing", crt: func(c *cmapi.Certificate) {
+			c.Spec.Keystores = &cmapi.CertificateKeystores{PKCS12: &cmapi.PKCS12Keystore{Create: true,
+				PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "pw"}, Key: "k"}}}
+		}, reason: ReasonKeystorePasswordNotFound, requeue: DefaultIssuerRetryInterval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			crt := testCertificate()
+			if tt.crt != nil {
+				tt.crt(crt)
+			}
+			h := newReconcilerHarness(t, nil, crt)
+			if tt.issued {
+				h.reconcile("web")
+				h.events()
+			}
+			if tt.before != nil {
+				tt.before(h)
+			}
+			res := h.reconcile("web")
+			got := h.certificate("web")
+			c := ready(got)
+			if c == nil {
+				t.Fatalf("no Ready condition: %+v", got.Status)
+			}
+			if tt.reason == "" {
+				if c.Status != cmmeta.ConditionTrue || rev(got) != tt.rev {
+					t.Fatalf("Ready %s/%s revision %d, want True revision %d", c.Status, c.Reason, rev(got), tt.rev)
+				}
+				return
+			}
+			if c.Status != cmmeta.ConditionFalse || c.Reason != tt.reason {
+				t.Fatalf("Ready %s/%s (%s), want False/%s", c.Status, c.Reason, c.Message, tt.reason)
+			}
+			if ev := h.events(); !strings.Contains(ev, "Warning "+tt.reason) {
+				t.Errorf("no Warning %s event: %q", tt.reason, ev)
+			}
+			switch {
+			case tt.requeue == -1 && res.RequeueAfter != 0:
+				t.Errorf("requeued after %s; a terminal problem waits for a change", res.RequeueAfter)
+			case tt.requeue > 0 && res.RequeueAfter != tt.requeue:
+				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tt.requeue)
+			}
+			if tt.reason != ReasonSecretNotOwned && h.secret("web-tls") != nil && !tt.issued {
+				t.Errorf("a Secret was written for a Certificate that cannot be issued")
+			}
+		})
+	}
+}
+
+// A replica that does not own the cluster writes nothing.
+func TestReconcileNotOwner(t *testing.T) {
+	h := newReconcilerHarness(t, nil, testCertificate())
+	h.own.owned = false
+	h.reconcile("web")
+	if h.secret("web-tls") != nil || ready(h.certificate("web")) != nil {
+		t.Fatalf("a replica that does not own the cluster wrote")
+	}
+}
+
+// A status write that meets a concurrent change is requeued quietly, and
+// decided again on fresh data.
+func TestReconcileStatusConflict(t *testing.T) {
+	conflicts := 0
+	funcs := &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if conflicts < 1 {
+			conflicts++
+			return apierrors.NewConflict(schema.GroupResource{Group: "cert-manager.io", Resource: "certificates"}, obj.GetName(), errors.New("modified"))
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
+	crt := testCertificate()
+	crt.Spec.CommonName, crt.Spec.DNSNames = "", nil // invalid: a status-only write
+	h := newReconcilerHarness(t, funcs, crt)
+	if res := h.reconcile("web"); res.RequeueAfter != conflictRequeue {
+		t.Fatalf("a conflict was not requeued (result %+v)", res)
+	}
+	h.reconcile("web")
+	if c := ready(h.certificate("web")); c == nil || c.Reason != ReasonInvalidNames {
+		t.Fatalf("not decided again after the conflict: %+v", c)
+	}
+}
+
+// A Secret broken after every issuance (a second writer) is issued
+// LoopMaxIssuances times, then paused with IssuanceLoopDetected until the
+// back-off is over; deleting the Certificate forgets it.
+func TestReconcileLoopGuard(t *testing.T) {
+	h := newReconcilerHarness(t, nil, testCertificate())
+	other, err := pki.GenerateECPrivateKey(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPEM, err := pki.EncodePrivateKey(other, cmapi.PKCS1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res reconcile.Result
+	for i := 0; i < 10; i++ {
+		res = h.reconcile("web")
+		if s := h.secret("web-tls"); s != nil {
+			s.Data[corev1.TLSPrivateKeyKey] = otherPEM
+			if err := h.c.Update(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	crt := h.certificate("web")
+	c := ready(crt)
+	if c == nil || c.Reason != ReasonIssuanceLoop || rev(crt) != DefaultLoopMaxIssuances {
+		t.Fatalf("after 10 reconciles of a fought-over Secret: Ready %+v revision %d", c, rev(crt))
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > DefaultLoopBackoff {
+		t.Errorf("requeue after %s, want the back-off", res.RequeueAfter)
+	}
+	if ev := h.events(); strings.Count(ev, "Warning "+ReasonIssuanceLoop) != 1 {
+		t.Errorf("want exactly one %s event: %q", ReasonIssuanceLoop, ev)
+	}
+	h.clk.Step(DefaultLoopBackoff)
+	h.reconcile("web")
+	if got := rev(h.certificate("web")); got != DefaultLoopMaxIssuances+1 {
+		t.Errorf("revision %d after the back-off, want one more try (%d)", got, DefaultLoopMaxIssuances+1)
+	}
+	if err := h.c.Delete(context.Background(), h.certificate("web")); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("web")
+}

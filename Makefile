@@ -26,21 +26,25 @@ export ENVTEST_K8S_VERSION
 ENVTEST_CACHE_DIR ?= $(HOME)/.cache/envtest-assets
 export ENVTEST_CACHE_DIR
 ENVTEST_ASSETS = $$(hack/ensure-envtest-assets.sh)
+# The release version: stamped into the binary (`certhub version`); the
+# kustomize base deploys the image tag of the same value (test/manifests checks).
+VERSION := $(shell tr -d '[:space:]' < VERSION)
+VERSION_LDFLAGS := -X github.com/certhub/certhub/internal/app.Version=$(VERSION)
 GOTEST_FLAGS ?=
 FUZZTIME ?= 30s
-IMAGE ?= certhub:dev
+IMAGE ?= ghcr.io/certhub/certhub:$(VERSION)
 
 .PHONY: help
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/certhub
-	$(GO) build -o $(BIN)/certhub ./cmd/certhub
+build: ## Build bin/certhub (version from VERSION)
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/certhub ./cmd/certhub
 
 .PHONY: build-static
 build-static: ## Build a static, stripped bin/certhub-static (what the image ships)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/certhub-static ./cmd/certhub
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN)/certhub-static ./cmd/certhub
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl from Go modules into $(ENVTEST_CACHE_DIR) (once; ~10-17 min cold)

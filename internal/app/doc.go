@@ -7,6 +7,10 @@
 //	   → certsync (Certificate → TLS Secret + status)
 //	   → issuance (ClusterIssuers in the hub)
 //
-// Subcommands: `run` (the controller) and `demo` (the same controller on local
-// control planes started in-process).
+// Subcommands: `run` (the controller), `demo` (the same controller on local
+// control planes started in-process), `status` (the hub's view of every
+// registered cluster and its Certificates), `cluster add` (grant the hub
+// access to a cluster and write its registration: a Secret or an
+// ExternalSecret) and `cluster validate` (check registrations offline, for
+// CI), and `version`.
 package app

@@ -44,7 +44,7 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 		renewal:    g(metricRenewal, "When certhub will renew the certificate, as a Unix timestamp."),
 		ready:      g(metricReady, "The Ready condition of the Certificate: 1 for the current condition value, 0 for the others.", "condition"),
 		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricIssuance,
-			Help:    "Time from deciding to issue to the Secret written, by result (success, failed, invalid).",
+			Help:    "Time from deciding to issue to the Secret written, by result (success or failed).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"cluster", "result"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricLoops,
 			Help: "Times the loop guard paused a Certificate that was issued again and again for one spec (reason IssuanceLoopDetected)."}, []string{"cluster"}),

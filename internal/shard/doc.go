@@ -19,10 +19,11 @@
 //     RenewInterval. A Lease — peer or fence — counts as held until it has
 //     not been seen to change for LeaseDuration, measured on the observer's
 //     clock (client-go's leaderelection rule). The holder's renewTime may
-//     only shorten that: a Lease whose renewTime is older than LeaseDuration
-//   - MaxClockSkew is expired even when first seen, so a replica that just
-//     started, or relisted after a hub restart, need not wait a whole lease
-//     for a holder long gone (found by the chaos run, test/integration/chaos).
+//     only shorten that: a Lease whose renewTime is older than
+//     LeaseDuration plus MaxClockSkew is expired even when first seen, so a
+//     replica that just started, or relisted after a hub restart, need not
+//     wait a whole lease for a holder long gone (found by the chaos run,
+//     test/integration/chaos).
 //   - No decision before the first membership snapshot (informer synced and
 //     our own peer Lease written). A replica that cannot renew its own peer
 //     Lease decides to own nothing.

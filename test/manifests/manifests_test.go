@@ -3,8 +3,10 @@
 package manifests
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -93,4 +95,24 @@ func TestDownstreamRBACMatchesTheCode(t *testing.T) {
 			t.Errorf("%s has no %s", dir, kind)
 		}
 	}
+}
+
+// The kustomize base deploys the image of the release in VERSION, never "latest".
+func TestBaseImageIsTheReleaseVersion(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ghcr.io/certhub/certhub:" + strings.TrimSpace(string(raw))
+	for _, r := range build(t, "kustomize/base").Resources() {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		img, err := r.GetString("spec.template.spec.containers[0].image")
+		if err != nil || img != want {
+			t.Fatalf("the base deploys image %q (%v), want %q", img, err, want)
+		}
+		return
+	}
+	t.Fatal("no Deployment in kustomize/base")
 }

@@ -8,10 +8,11 @@
 #                     shard and chaos: 3 replica processes; chaos breaks replicas
 #                     and API servers while it issues, then checks invariants.
 #   chaos             the long chaos run (10 min), outside `make test`.
-#   test-e2e          the built binary's `certhub demo` flow, end to end.
+#   test-e2e          test/e2e: the built binary's `certhub demo`, whole and
+#                     interrupted midway (nothing left running).
 #   test-argocd       test/argocd, its own Go module pinning argo-cd/v3: Argo CD's
 #                     SecretToCluster/RawRestConfig vs `certhub cluster validate`.
-#   test              unit + integration + argocd (what CI runs, with lint and demo).
+#   test              unit + argocd + integration + e2e (what CI runs, with lint and demo).
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -55,7 +56,7 @@ demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo
 
 .PHONY: test
-test: test-unit test-argocd test-integration ## Unit, Argo CD conformance and integration tests
+test: test-unit test-argocd test-integration test-e2e ## Unit, Argo CD conformance, integration and end-to-end tests
 
 # The packages whose state machines the unit tests must cover on their own.
 UNIT_COVERAGE_PKGS := ./internal/shard ./internal/certsync ./internal/inventory
@@ -90,7 +91,8 @@ test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3
 	cd test/argocd && GOWORK=off $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: demo ## The demo flow with the built binary
+test-e2e: envtest ## test/e2e: the built binary's `certhub demo`, whole and interrupted midway
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/e2e/
 
 BENCH_FLAGS ?=
 .PHONY: bench

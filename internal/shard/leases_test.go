@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,20 +30,34 @@ func TestLeaseNamesAreValidAndDistinct(t *testing.T) {
 	}
 }
 
+// FenceKey: the cluster itself without buckets; with buckets, a golden
+// bucket per cluster (xxhash64 mod n: every replica and every version must
+// agree, or two replicas would guard one cluster with different fences), and
+// every bucket in use for a large fleet.
 func TestFenceKeyBuckets(t *testing.T) {
-	if FenceKey("east", 0) != "east" {
-		t.Errorf("per-cluster mode must use the cluster name")
-	}
-	buckets := map[string]bool{}
-	for _, c := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		k := FenceKey(c, 4)
-		if k != FenceKey(c, 4) {
-			t.Fatalf("bucket not stable for %q", c)
+	for _, tt := range []struct {
+		cluster string
+		buckets int
+		want    string
+	}{
+		{"east", 0, "east"},
+		{"east", 4, "bucket-2"},
+		{"east", 32, "bucket-30"},
+		{"west", 32, "bucket-2"},
+		{"cluster-1", 4, "bucket-3"},
+		{"cluster-1", 32, "bucket-19"},
+		{"prod-eu", 32, "bucket-14"},
+	} {
+		if got := FenceKey(tt.cluster, tt.buckets); got != tt.want {
+			t.Errorf("FenceKey(%q, %d) = %q, want %q", tt.cluster, tt.buckets, got, tt.want)
 		}
-		buckets[k] = true
 	}
-	if len(buckets) > 4 {
-		t.Errorf("more than 4 buckets: %v", buckets)
+	used := map[string]int{}
+	for i := range 1000 {
+		used[FenceKey(fmt.Sprintf("cluster-%d", i), 32)]++
+	}
+	if len(used) != 32 {
+		t.Errorf("1000 clusters use %d of 32 buckets", len(used))
 	}
 }
 

@@ -130,7 +130,11 @@ func TestChaos(t *testing.T) {
 				late.Add(1)
 			}
 			pause(ctx, down)
-			r := replicas.Start(t, id)
+			r, err := replicas.TryStart(t, id)
+			if err != nil {
+				t.Errorf("restart %s: %v", id, err) // t.Fatal belongs to the test goroutine
+				return
+			}
 			mu.Lock()
 			running[id] = r
 			mu.Unlock()
@@ -145,7 +149,13 @@ func TestChaos(t *testing.T) {
 			for id, r := range running {
 				if !r.Running() {
 					crashed = append(crashed, fmt.Sprintf("%s at %s", r, time.Now().Format("15:04:05.0")))
-					running[id] = replicas.Start(t, id)
+					restarted, err := replicas.TryStart(t, id)
+					if err != nil {
+						t.Errorf("restart %s: %v", id, err)
+						delete(running, id)
+						continue
+					}
+					running[id] = restarted
 				}
 			}
 			mu.Unlock()
@@ -208,92 +218,12 @@ func TestChaos(t *testing.T) {
 	samples := sampler.Finish()
 	rep.Samples = len(samples)
 
-	// Invariant 1: every Certificate Ready with a valid certificate for its current spec.
-	if len(all) != *certs {
-		t.Errorf("%d Certificates downstream, want %d", len(all), *certs)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(env.CAPEM)
-	for _, c := range all {
-		s := &corev1.Secret{}
-		if err := c.cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.crt.Spec.SecretName}, s); err != nil {
-			t.Errorf("%s/%s: Secret %s: %v (lost)", c.cp.Name, c.crt.Name, c.crt.Spec.SecretName, err)
-			continue
-		}
-		if err := validFor(s, c.crt, pool); err != nil {
-			t.Errorf("%s/%s: %v", c.cp.Name, c.crt.Name, err)
-		}
-		// Invariant 3: issued no more often than the spec changes required.
-		want, _ := strconv.Atoi(c.crt.Annotations[versionAnnotation])
-		want++
-		seen := audit.Serials(c.cp.Name, ns, s.Name)
-		rep.Issuances += seen
-		if seen == want {
-			rep.ExactIssuances++
-		}
-		if seen > want {
-			t.Errorf("%s/%s: %d distinct certificates written, its spec needed %d", c.cp.Name, c.crt.Name, seen, want)
-		}
-		if r := c.crt.Status.Revision; r == nil || *r > want {
-			t.Errorf("%s/%s: status.revision %v, its spec needed %d issuances", c.cp.Name, c.crt.Name, r, want)
-		}
-	}
-	rep.Checks = append(rep.Checks, fmt.Sprintf("%d Certificates Ready with a certificate that verifies against the CA and matches DNS names and key", len(all)),
-		fmt.Sprintf("issuances: %d seen, %d of %d Certificates issued exactly as often as their spec required, none more", rep.Issuances, rep.ExactIssuances, len(all)))
-
-	// Invariant 6: once converged, nothing is issued again without a trigger.
+	checkIssuedForSpec(t, all, audit, &rep)
 	expectQuiet(t, all, audit, stableFor)
 	rep.Checks = append(rep.Checks, fmt.Sprintf("stable: no issuance and no revision change in the %s after convergence", stableFor))
-
-	// Invariant 2: no Secret lost (nothing here deletes one).
-	if del := audit.Deleted(); len(del) > 0 {
-		t.Errorf("managed Secrets deleted during the run: %v", del)
-	}
-	rep.Checks = append(rep.Checks, "no managed Secret deleted or missing")
-
-	// Invariant 4: no cluster unowned longer than the fence duration + 2s.
-	// Two faults take ownership away by design: while the hub API server is
-	// down nobody can hold a fence, and a replica that starts while a
-	// cluster is unreachable cannot connect it, so if the assignment names
-	// that replica the cluster waits for it. Gaps overlapping those outages
-	// are reported with how long after the outage the cluster was owned
-	// again, which must be within the inventory's reconnect cap + the bound.
-	bound := timings.LeaseDuration + 2*time.Second
-	afterFault := inventory.DefaultMaxReconnectDelay + bound
-	var keys []string
-	for _, cp := range bed.Downstreams {
-		keys = append(keys, cp.Name)
-	}
-	var maxGap time.Duration
-	for _, g := range fleet.Gaps(samples, keys) {
-		fault, end := "", time.Time{}
-		switch {
-		case g.HubDown || hubWin.overlaps(g.From, g.To):
-			fault, end = "hub restart", hubWin.to
-		case g.Key == bed.Downstreams[0].Name && outageWin.overlaps(g.From, g.To):
-			fault, end = "its API server down", outageWin.to
-		}
-		if fault != "" {
-			after := g.To.Sub(end)
-			rep.FaultGaps = append(rep.FaultGaps, fmt.Sprintf("%s %.1fs (%s → %s) during %s; owned again %.1fs after it ended",
-				g.Key, g.Length().Seconds(), g.From.Format("15:04:05.0"), g.To.Format("15:04:05.0"), fault, after.Seconds()))
-			if after > afterFault {
-				t.Errorf("%s owned again only %s after the %s ended, want <= %s", g.Key, after.Round(10*time.Millisecond), fault, afterFault)
-			}
-			continue
-		}
-		maxGap = max(maxGap, g.Length())
-		if g.Length() > bound {
-			t.Errorf("%s unowned for %s (%s → %s), want <= lease duration + 2s = %s", g.Key, g.Length().Round(10*time.Millisecond),
-				g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), bound)
-		}
-	}
-	rep.MaxGapSeconds = maxGap.Seconds()
-	rep.Checks = append(rep.Checks, fmt.Sprintf("longest unowned stretch %.1fs (bound %s) over %d samples; %d stretches overlapped an outage and ended within %s of it",
-		rep.MaxGapSeconds, bound, rep.Samples, len(rep.FaultGaps), afterFault))
-
-	// Invariant 5: never two writers within one fence period.
-	rep.SecretWrites = audit.Check(t)
+	checkNoSecretLost(t, audit, &rep)
+	checkOwnershipGaps(t, samples, timings, &outageWin, &hubWin, &rep)
+	rep.SecretWrites = audit.Check(t) // one writer per fence transition
 	rep.Checks = append(rep.Checks, fmt.Sprintf("%d Secret writes audited: one writer per fence transition, transitions never go backwards", rep.SecretWrites))
 
 	raw, _ := json.MarshalIndent(rep, "", "  ")
@@ -384,6 +314,99 @@ func issuedForSpec(c *cmapi.Certificate) bool {
 type found struct {
 	cp  *testbed.ControlPlane
 	crt *cmapi.Certificate
+}
+
+// The invariants of the final state, each a checker of its own.
+
+// checkIssuedForSpec: every Certificate is Ready with a certificate that
+// verifies against the CA and matches its current spec (DNS names, key), and
+// none was issued more often than its spec changes required (audited
+// distinct certificates and status.revision).
+func checkIssuedForSpec(t *testing.T, all []found, audit *fleet.Auditor, rep *report) {
+	t.Helper()
+	if len(all) != *certs {
+		t.Errorf("%d Certificates downstream, want %d", len(all), *certs)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(env.CAPEM)
+	for _, c := range all {
+		s := &corev1.Secret{}
+		if err := c.cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: c.crt.Spec.SecretName}, s); err != nil {
+			t.Errorf("%s/%s: Secret %s: %v (lost)", c.cp.Name, c.crt.Name, c.crt.Spec.SecretName, err)
+			continue
+		}
+		if err := validFor(s, c.crt, pool); err != nil {
+			t.Errorf("%s/%s: %v", c.cp.Name, c.crt.Name, err)
+		}
+		want, _ := strconv.Atoi(c.crt.Annotations[versionAnnotation])
+		want++
+		seen := audit.Serials(c.cp.Name, ns, s.Name)
+		rep.Issuances += seen
+		if seen == want {
+			rep.ExactIssuances++
+		}
+		if seen > want {
+			t.Errorf("%s/%s: %d distinct certificates written, its spec needed %d", c.cp.Name, c.crt.Name, seen, want)
+		}
+		if r := c.crt.Status.Revision; r == nil || *r > want {
+			t.Errorf("%s/%s: status.revision %v, its spec needed %d issuances", c.cp.Name, c.crt.Name, r, want)
+		}
+	}
+	rep.Checks = append(rep.Checks, fmt.Sprintf("%d Certificates Ready with a certificate that verifies against the CA and matches DNS names and key", len(all)),
+		fmt.Sprintf("issuances: %d seen, %d of %d Certificates issued exactly as often as their spec required, none more", rep.Issuances, rep.ExactIssuances, len(all)))
+}
+
+// checkNoSecretLost: no managed Secret was deleted (nothing in the run deletes one).
+func checkNoSecretLost(t *testing.T, audit *fleet.Auditor, rep *report) {
+	t.Helper()
+	if del := audit.Deleted(); len(del) > 0 {
+		t.Errorf("managed Secrets deleted during the run: %v", del)
+	}
+	rep.Checks = append(rep.Checks, "no managed Secret deleted or missing")
+}
+
+// checkOwnershipGaps: no cluster unowned longer than the fence duration +
+// 2s. Two faults take ownership away by design: while the hub API server is
+// down nobody can hold a fence, and a replica that starts while a cluster is
+// unreachable cannot connect it, so if the assignment names that replica the
+// cluster waits for it. Gaps overlapping those outages are reported with how
+// long after the outage the cluster was owned again, which must be within
+// the inventory's reconnect cap + the bound.
+func checkOwnershipGaps(t *testing.T, samples []fleet.Sample, timings fleet.Timings, outageWin, hubWin *window, rep *report) {
+	t.Helper()
+	bound := timings.LeaseDuration + 2*time.Second
+	afterFault := inventory.DefaultMaxReconnectDelay + bound
+	var keys []string
+	for _, cp := range bed.Downstreams {
+		keys = append(keys, cp.Name)
+	}
+	var maxGap time.Duration
+	for _, g := range fleet.Gaps(samples, keys) {
+		fault, end := "", time.Time{}
+		switch {
+		case g.HubDown || hubWin.overlaps(g.From, g.To):
+			fault, end = "hub restart", hubWin.to
+		case g.Key == bed.Downstreams[0].Name && outageWin.overlaps(g.From, g.To):
+			fault, end = "its API server down", outageWin.to
+		}
+		if fault != "" {
+			after := g.To.Sub(end)
+			rep.FaultGaps = append(rep.FaultGaps, fmt.Sprintf("%s %.1fs (%s → %s) during %s; owned again %.1fs after it ended",
+				g.Key, g.Length().Seconds(), g.From.Format("15:04:05.0"), g.To.Format("15:04:05.0"), fault, after.Seconds()))
+			if after > afterFault {
+				t.Errorf("%s owned again only %s after the %s ended, want <= %s", g.Key, after.Round(10*time.Millisecond), fault, afterFault)
+			}
+			continue
+		}
+		maxGap = max(maxGap, g.Length())
+		if g.Length() > bound {
+			t.Errorf("%s unowned for %s (%s → %s), want <= lease duration + 2s = %s", g.Key, g.Length().Round(10*time.Millisecond),
+				g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), bound)
+		}
+	}
+	rep.MaxGapSeconds = maxGap.Seconds()
+	rep.Checks = append(rep.Checks, fmt.Sprintf("longest unowned stretch %.1fs (bound %s) over %d samples; %d stretches overlapped an outage and ended within %s of it",
+		rep.MaxGapSeconds, bound, rep.Samples, len(rep.FaultGaps), afterFault))
 }
 
 // stableFor is the quiet period of the final stability check: several

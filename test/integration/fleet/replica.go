@@ -58,10 +58,11 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// Start starts replica id. The test's cleanup stops it (SIGTERM) if it still
-// runs and, when the test failed, prints the end of its log.
+// TryStart starts replica id. The test's cleanup stops it (SIGTERM) if it
+// still runs and, when the test failed, prints the end of its log. It never
+// fails the test itself, so fault goroutines may call it.
 // CERTHUB_TEST_LOGDIR keeps the replicas' logs after the test.
-func (c Config) Start(t testing.TB, id string) *Replica {
+func (c Config) TryStart(t testing.TB, id string) (*Replica, error) {
 	t.Helper()
 	tm := c.Timings
 	if tm == (Timings{}) {
@@ -80,7 +81,7 @@ func (c Config) Start(t testing.TB, id string) *Replica {
 		"--retry-period", tm.RetryPeriod.String(), "--renew-interval", tm.RenewInterval.String()}, c.Args...)
 	r, err := Launch(id, c.Binary, dir, args...)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	r.probes = probes
 	t.Cleanup(func() {
@@ -96,6 +97,16 @@ func (c Config) Start(t testing.TB, id string) *Replica {
 			r.DumpLog(t)
 		}
 	})
+	return r, nil
+}
+
+// Start is TryStart failing the test on error; call it from the test's own goroutine.
+func (c Config) Start(t testing.TB, id string) *Replica {
+	t.Helper()
+	r, err := c.TryStart(t, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return r
 }
 

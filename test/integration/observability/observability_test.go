@@ -1,12 +1,10 @@
 // Package observability checks what operators see without reading logs: the
-// hub's /metrics with a cluster label, `certhub status` for a healthy, an
-// unreachable and a malformed registration, and that `certhub demo` leaves
-// nothing running when interrupted.
+// hub's /metrics with a cluster label and `certhub status` for a healthy, an
+// unreachable and a malformed registration. The demo flow is test/e2e's.
 package observability
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,10 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -231,114 +227,5 @@ func TestStatusCommand(t *testing.T) {
 	}
 	if js := status("-o", "json"); !strings.Contains(js, `"state": "Connected"`) {
 		t.Errorf("-o json output:\n%s", js)
-	}
-}
-
-// childPIDs lists the descendants of pid.
-func childPIDs(pid int) []int {
-	parents := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var p int
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut after the last ')'.
-		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		var ppid int
-		if _, err := fmt.Sscan(fields[1], &ppid); err != nil {
-			continue
-		}
-		parents[ppid] = append(parents[ppid], p)
-	}
-	var out []int
-	var walk func(int)
-	walk = func(p int) {
-		for _, c := range parents[p] {
-			out = append(out, c)
-			walk(c)
-		}
-	}
-	walk(pid)
-	return out
-}
-
-func alive(pid int) bool {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
-// `certhub demo` interrupted with SIGINT midway stops its control planes and
-// replicas and exits.
-func TestDemoInterruptedLeavesNothingRunning(t *testing.T) {
-	cmd := exec.Command(binary, "demo")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	seen := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		once := false
-		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), "hub replicas as processes") {
-				once = true
-				close(seen)
-			}
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case <-seen:
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatal("demo never started its replicas")
-	}
-	children := childPIDs(cmd.Process.Pid)
-	if len(children) < 4 {
-		t.Fatalf("expected control planes and replicas under the demo, found %d processes", len(children))
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		t.Logf("demo exited after SIGINT: %v", err)
-	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatal("demo did not exit within a minute of SIGINT")
-	}
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		for _, p := range children {
-			if alive(p) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		var left []int
-		for _, p := range children {
-			if alive(p) {
-				left = append(left, p)
-			}
-		}
-		t.Errorf("processes left behind after SIGINT: %v", left)
 	}
 }

@@ -1,7 +1,7 @@
-// Package skeleton is the walking-skeleton integration test: one hub and two
+// Package multicluster is issuance end to end across clusters: one hub and two
 // downstream API servers (real kube-apiserver + etcd), one hub replica, and
 // cert-manager Certificates issued end to end.
-package skeleton
+package multicluster
 
 import (
 	"context"

@@ -1,0 +1,173 @@
+// Package e2e runs the built certhub binary's end-to-end flows: `certhub
+// demo` from start to its table (a hub, two downstream clusters, replicas as
+// processes, Certificates issued, a failover), and the same demo interrupted
+// midway leaving nothing running. The demo starts its own control planes
+// (KUBEBUILDER_ASSETS or the envtest cache), so there is no shared bed.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "certhub-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "certhub")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: building certhub: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// `certhub demo` (what `make demo` runs) issues every example Certificate in
+// both clusters, survives the failover it stages, prints the table and the
+// status, and exits 0.
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("certhub demo: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo output lacks %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && strings.HasPrefix(f[0], "cluster-") && strings.Contains(f[1], "/") && f[2] != "True" {
+			t.Errorf("a Certificate in the demo table is not Ready: %s", line)
+		}
+	}
+}
+
+// childPIDs lists the descendants of pid.
+func childPIDs(pid int) []int {
+	parents := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut after the last ')'.
+		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		var ppid int
+		if _, err := fmt.Sscan(fields[1], &ppid); err != nil {
+			continue
+		}
+		parents[ppid] = append(parents[ppid], p)
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range parents[p] {
+			out = append(out, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
+
+func alive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// `certhub demo` interrupted with SIGINT midway stops its control planes and
+// replicas and exits.
+func TestDemoInterruptedLeavesNothingRunning(t *testing.T) {
+	cmd := exec.Command(binary, "demo")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	seen := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "hub replicas as processes") {
+				once = true
+				close(seen)
+			}
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-seen:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("demo never started its replicas")
+	}
+	children := childPIDs(cmd.Process.Pid)
+	if len(children) < 4 {
+		t.Fatalf("expected control planes and replicas under the demo, found %d processes", len(children))
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Logf("demo exited after SIGINT: %v", err)
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("demo did not exit within a minute of SIGINT")
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, p := range children {
+			if alive(p) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		var left []int
+		for _, p := range children {
+			if alive(p) {
+				left = append(left, p)
+			}
+		}
+		t.Errorf("processes left behind after SIGINT: %v", left)
+	}
+}

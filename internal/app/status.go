@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -173,10 +175,13 @@ func statusRows(ctx context.Context, hub client.Reader, scheme *runtime.Scheme, 
 func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cluster, o statusOptions, row *ClusterStatus) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Timeout = o.timeout
-	certs := &cmapi.CertificateList{}
+	// Certificates unstructured, decoded one by one: one the typed API cannot
+	// decode must not hide the others.
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
 	dc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err == nil {
-		err = dc.List(ctx, certs)
+		err = dc.List(ctx, list)
 	}
 	if err != nil {
 		row.State, row.Error = StateUnreachable, err.Error()
@@ -187,7 +192,9 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	}
 	row.State = StateConnected
 	written := map[string]string{}
-	secrets := &corev1.SecretList{}
+	// Secret metadata only: status never reads a private key.
+	secrets := &metav1.PartialObjectMetadataList{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	if err := dc.List(ctx, secrets, client.MatchingLabels{certsync.ManagedLabel: certsync.ManagedValue}); err == nil {
 		for _, s := range secrets.Items {
 			written[s.Namespace+"/"+s.Name] = s.Annotations[certsync.WriterAnnotation]
@@ -199,8 +206,16 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 			}
 		}
 	}
-	for _, crt := range certs.Items {
+	for i := range list.Items {
 		row.Total++
+		crt := &cmapi.Certificate{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, crt); err != nil {
+			u := &list.Items[i]
+			if o.cluster != "" {
+				row.Certificates = append(row.Certificates, CertificateRow{Namespace: u.GetNamespace(), Name: u.GetName(), Ready: "False", Reason: "Undecodable"})
+			}
+			continue
+		}
 		cr := CertificateRow{Namespace: crt.Namespace, Name: crt.Name, Ready: "Unknown", Secret: crt.Spec.SecretName,
 			Issuer: crt.Spec.IssuerRef.Kind + "/" + crt.Spec.IssuerRef.Name, WrittenBy: written[crt.Namespace+"/"+crt.Spec.SecretName]}
 		for _, cond := range crt.Status.Conditions {

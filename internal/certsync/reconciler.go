@@ -18,7 +18,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -165,7 +167,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	base := mgr.GetLogger().WithName("certsync")
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
-		For(&cmapi.Certificate{}).
+		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
@@ -239,21 +241,26 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
 	}
-	crt := &cmapi.Certificate{}
-	if err := cl.GetClient().Get(ctx, req.NamespacedName, crt); err != nil {
+	u := newCertificateObject()
+	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if crt.DeletionTimestamp != nil {
+	if u.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
-	t := &target{name: req.ClusterName, cl: cl, crt: crt, rec: cl.GetEventRecorder("certhub")}
+	t := &target{name: req.ClusterName, cl: cl, rec: cl.GetEventRecorder("certhub")}
 	if _, err := r.stamp(t); err != nil {
 		log.V(1).Info("skipping: cluster not owned by this replica")
 		return reconcile.Result{}, nil // the owner reconciles it
 	}
+	crt, err := decodeCertificate(u)
+	if se := (*specError)(nil); errors.As(err, &se) {
+		return reconcile.Result{}, r.refuseUndecodable(ctx, t, u, se)
+	}
+	t.crt = crt
 	if se := (*specError)(nil); errors.As(validateSpec(crt), &se) {
 		return reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
 	}
@@ -333,6 +340,30 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 		crt.Status.FailedIssuanceAttempts = &d.attempts
 	})
 	return wait, err
+}
+
+// refuseUndecodable records Ready=False (and a Warning Event, when that is
+// news) on a Certificate that does not decode, with a merge patch of its
+// status; nothing else is written for it.
+func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstructured.Unstructured, se *specError) error {
+	msg := "Invalid Certificate spec: " + se.Error()
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == string(cmapi.CertificateConditionReady) &&
+			m["status"] == "False" && m["reason"] == se.reason && m["message"] == msg {
+			return nil // already said
+		}
+	}
+	body, err := undecodableStatus(u.GetGeneration(), se.reason, msg, r.opts.clock.Now())
+	if err != nil {
+		return err
+	}
+	t.rec.Eventf(u, nil, corev1.EventTypeWarning, se.reason, "Issue", "%s", msg)
+	logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", se.reason, "message", msg)
+	if err := t.cl.GetClient().Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("failed to update status of Certificate %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
 }
 
 // passwordError: a keystore password Secret or key is missing downstream.
@@ -623,11 +654,11 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 // after 2s; the worst case is that refused update.
 func awaitCache(ctx context.Context, c client.Reader, key client.ObjectKey, replaced string) {
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		cur := &cmapi.Certificate{}
+		cur := newCertificateObject()
 		if err := c.Get(ctx, key, cur); err != nil {
 			return true, nil // gone, or the cache cannot answer: nothing to wait for
 		}
-		return cur.ResourceVersion != replaced, nil
+		return cur.GetResourceVersion() != replaced, nil
 	})
 }
 

@@ -65,7 +65,7 @@ UNIT_COVERAGE_MIN := 70
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server); prints unit coverage of shard, certsync, inventory (each must be >= 70%)
 	$(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...
-	@$(GO) test -count=1 -cover $(UNIT_COVERAGE_PKGS) | tee /dev/stderr | awk -v min=$(UNIT_COVERAGE_MIN) \
+	@out=$$($(GO) test -count=1 -cover $(UNIT_COVERAGE_PKGS)); echo "$$out"; echo "$$out" | awk -v min=$(UNIT_COVERAGE_MIN) \
 	  '/coverage:/ { for (i = 1; i <= NF; i++) if ($$i == "coverage:") { c = $$(i+1); sub("%", "", c); if (c + 0 < min) { print "unit coverage of " $$2 " is " c "%, below " min "%"; bad = 1 } } } END { exit bad }'
 
 

@@ -34,6 +34,11 @@ const (
 	ReasonKeystorePasswordNotFound = "KeystorePasswordSecretNotFound"
 	// ReasonSecretNotOwned: the target Secret exists and was not written by certhub.
 	ReasonSecretNotOwned = "SecretNotOwned"
+	// ReasonDuplicateSecretName: another Certificate in the namespace names the
+	// same secretName and owns the Secret (cert-manager's CertificateOwnsSecret
+	// rule); this one is not issued. cert-manager only logs this; certhub says
+	// it in the status.
+	ReasonDuplicateSecretName = "DuplicateSecretName"
 	// ReasonIssuanceFailed: signing or writing failed; retried with backoff.
 	ReasonIssuanceFailed = "IssuanceFailed"
 	// ReasonIssuanceLoop: one generation was issued more than the loop guard

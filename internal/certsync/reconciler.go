@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
@@ -278,6 +279,15 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if foreign && crt.Annotations[AdoptAnnotation] != "true" {
 		msg := fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. Set annotation %s: \"true\" on the Certificate to let certhub take it over", crt.Spec.SecretName, AdoptAnnotation)
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonSecretNotOwned, msg)
+	}
+	owner, others, err := secretOwner(ctx, cl.GetClient(), crt, secret)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if owner != crt.Name {
+		msg := fmt.Sprintf("Secret %q is also the secretName of Certificate(s) %s in this namespace; %q owns it (the one the Secret's %s annotation names, else the oldest), so nothing is issued for this Certificate until it is the only one",
+			crt.Spec.SecretName, strings.Join(others, ", "), owner, cmapi.CertificateNameKey)
+		return reconcile.Result{RequeueAfter: duplicateRequeue}, r.setNotReady(ctx, t, ReasonDuplicateSecretName, msg)
 	}
 
 	pw, err := r.keystorePasswords(ctx, t)

@@ -372,3 +372,32 @@ func TestReconcileLoopGuard(t *testing.T) {
 	}
 	h.reconcile("web")
 }
+
+// Two Certificates name one Secret: the older one owns it and is issued; the
+// other gets Ready=False/DuplicateSecretName, is not issued, and is looked at
+// again in 3 minutes, as cert-manager's trigger controller does.
+func TestReconcileDuplicateSecretName(t *testing.T) {
+	older := testCertificate()
+	older.Name = "older"
+	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	web := testCertificate()
+	web.CreationTimestamp = metav1.NewTime(time.Now())
+	h := newReconcilerHarness(t, nil, older, web)
+	res := h.reconcile("web")
+	c := ready(h.certificate("web"))
+	if c == nil || c.Reason != ReasonDuplicateSecretName || !strings.Contains(c.Message, `"older" owns it`) || res.RequeueAfter != duplicateRequeue {
+		t.Fatalf("the younger duplicate: %+v, requeue %s", c, res.RequeueAfter)
+	}
+	if h.secret("web-tls") != nil {
+		t.Fatalf("the duplicate wrote the Secret")
+	}
+	h.reconcile("older")
+	if s := h.secret("web-tls"); s == nil || s.Annotations[cmapi.CertificateNameKey] != "older" {
+		t.Fatalf("the owner was not issued: %+v", s)
+	}
+	// The Secret's annotation decides over age once it exists.
+	h.reconcile("web")
+	if c := ready(h.certificate("web")); c == nil || c.Reason != ReasonDuplicateSecretName {
+		t.Fatalf("after the owner's issuance: %+v", c)
+	}
+}

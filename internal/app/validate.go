@@ -499,12 +499,17 @@ func (v *validator) encryptedSecret(at Finding, obj, meta map[string]any) {
 			keys[k], _ = val.(string)
 		}
 	}
+	v.structureChecked(at, keys, lbls, "encrypted (SOPS), structure checked: label, name/server/config present")
+}
+
+// structureChecked reports an encrypted registration: an error naming the
+// keys it lacks, or ok with what, and whether --cluster-selector selects it.
+func (v *validator) structureChecked(at Finding, keys map[string]string, lbls map[string]any, what string) {
 	if missing := missingKeys(keys); missing != "" {
 		at.Severity, at.Message = severityError, missing
-		v.add(at)
-		return
+	} else {
+		at.Severity, at.Message = severityOK, what+v.selection(stringMap(lbls))
 	}
-	at.Severity, at.Message = severityOK, "encrypted (SOPS), structure checked: label, name/server/config present"+v.selection(stringMap(lbls))
 	v.add(at)
 }
 
@@ -534,13 +539,7 @@ func (v *validator) sealedSecret(at Finding, obj map[string]any) {
 			keys[k], _ = val.(string)
 		}
 	}
-	if missing := missingKeys(keys); missing != "" {
-		at.Severity, at.Message = severityError, missing
-		v.add(at)
-		return
-	}
-	at.Severity, at.Message = severityOK, "encrypted (SealedSecret), structure checked: template label, name/server/config present"+v.selection(stringMap(lbls))
-	v.add(at)
+	v.structureChecked(at, keys, lbls, "encrypted (SealedSecret), structure checked: template label, name/server/config present")
 }
 
 // missingKeys names the registration keys a structure-only check lacks.

@@ -6,7 +6,6 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,31 +16,7 @@ import (
 // Secret certhub would write for it, for the policies to judge.
 func selfSignedSecret(t *testing.T, crt *cmapi.Certificate) *corev1.Secret {
 	t.Helper()
-	key, err := pki.GeneratePrivateKeyForCertificate(crt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := pki.CertificateTemplateFromCertificate(crt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, cert, err := pki.SignCertificate(tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := pki.EncodePrivateKey(key, cmapi.PKCS1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ac, err := secretApply(crt, secretData{certPEM: certPEM, keyPEM: keyPEM, caPEM: certPEM, cert: cert}, "replica-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace, Annotations: ac.Annotations, Labels: ac.Labels},
-		Type:       *ac.Type,
-		Data:       ac.Data,
-	}
+	return issuedSecret(t, crt, true)
 }
 
 func testCertificate() *cmapi.Certificate {

@@ -513,20 +513,33 @@ func (v *validator) structureChecked(at Finding, keys map[string]string, lbls ma
 	v.add(at)
 }
 
-// sealedSecret checks a Bitnami SealedSecret that unseals into a cluster Secret.
-func (v *validator) sealedSecret(at Finding, obj map[string]any) {
-	spec, _ := obj["spec"].(map[string]any)
-	tmpl, _ := spec["template"].(map[string]any)
+// templatedRegistration is the common start of the checks of objects that
+// produce a Secret from a template (SealedSecret, ExternalSecret): the
+// template must carry the cluster label, and the resulting Secret's name
+// (secretName, else the object's) and namespace are checked like a Secret's.
+// It returns the template's labels and whether to go on.
+func (v *validator) templatedRegistration(at Finding, obj, tmpl map[string]any, secretName string) (map[string]any, bool) {
 	tmeta, _ := tmpl["metadata"].(map[string]any)
 	lbls, _ := tmeta["labels"].(map[string]any)
 	if !isClusterSecret(lbls) {
-		return
+		return nil, false
 	}
 	v.registrations++
 	meta, _ := obj["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
+	if secretName != "" {
+		name = secretName
+	}
 	ns, _ := meta["namespace"].(string)
-	if v.namespaceAndName(at, ns, name) {
+	return lbls, !v.namespaceAndName(at, ns, name)
+}
+
+// sealedSecret checks a Bitnami SealedSecret that unseals into a cluster Secret.
+func (v *validator) sealedSecret(at Finding, obj map[string]any) {
+	spec, _ := obj["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	lbls, ok := v.templatedRegistration(at, obj, tmpl, "")
+	if !ok {
 		return
 	}
 	keys := map[string]string{}
@@ -576,19 +589,9 @@ func (v *validator) externalSecret(at Finding, obj map[string]any) {
 	spec, _ := obj["spec"].(map[string]any)
 	target, _ := spec["target"].(map[string]any)
 	tmpl, _ := target["template"].(map[string]any)
-	tmeta, _ := tmpl["metadata"].(map[string]any)
-	lbls, _ := tmeta["labels"].(map[string]any)
-	if !isClusterSecret(lbls) {
-		return
-	}
-	v.registrations++
-	meta, _ := obj["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	if tn, _ := target["name"].(string); tn != "" {
-		name = tn // the Secret ESO writes
-	}
-	ns, _ := meta["namespace"].(string)
-	if v.namespaceAndName(at, ns, name) {
+	secretName, _ := target["name"].(string) // the Secret ESO writes
+	lbls, ok := v.templatedRegistration(at, obj, tmpl, secretName)
+	if !ok {
 		return
 	}
 	data, _ := tmpl["data"].(map[string]any)

@@ -32,7 +32,6 @@ func certhub(t *testing.T, args ...string) (string, error) {
 // `certhub cluster add` against a downstream cluster writes a registration
 // that `validate` accepts and that, applied to the hub, serves Certificates.
 func TestClusterAddRegistersACluster(t *testing.T) {
-	ctx := context.Background()
 	cp := env.Bed.Downstreams[2]
 	dir := t.TempDir()
 	kubeconfig, err := cp.WriteKubeconfig(dir)
@@ -58,16 +57,7 @@ func TestClusterAddRegistersACluster(t *testing.T) {
 	if err := yaml.Unmarshal(raw, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Bed.Hub.Client.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
-	fixture.EnsureNamespace(t, cp.Client, "added")
-	crt := fixture.Certificate("added", "web", issuerName)
-	if err := cp.Client.Create(ctx, crt); err != nil {
-		t.Fatal(err)
-	}
-	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	registerAndIssue(t, s, "added")
 }
 
 // `certhub cluster add --format external-secret` keeps the token out of Git:
@@ -76,7 +66,6 @@ func TestClusterAddRegistersACluster(t *testing.T) {
 // renders templates (Go text/template over the fetched keys) and applied as
 // the resulting Secret, it registers a cluster that serves Certificates.
 func TestClusterAddExternalSecretConnects(t *testing.T) {
-	ctx := context.Background()
 	cp := env.Bed.Downstreams[2]
 	dir := t.TempDir()
 	kubeconfig, err := cp.WriteKubeconfig(dir)
@@ -147,12 +136,22 @@ func TestClusterAddExternalSecretConnects(t *testing.T) {
 		}
 		s.Data[k] = []byte(b.String())
 	}
+	registerAndIssue(t, s, "es-added")
+}
+
+// registerAndIssue applies the registration s to the hub and waits for a
+// Certificate created in namespace ns of the registered cluster (the third
+// downstream) to be Ready; the registration is removed after the test.
+func registerAndIssue(t *testing.T, s *corev1.Secret, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[2]
 	if err := env.Bed.Hub.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
-	fixture.EnsureNamespace(t, cp.Client, "es-added")
-	crt := fixture.Certificate("es-added", "web", issuerName)
+	fixture.EnsureNamespace(t, cp.Client, ns)
+	crt := fixture.Certificate(ns, "web", issuerName)
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}

@@ -265,11 +265,11 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if se := (*specError)(nil); errors.As(validateSpec(crt), &se) {
 		return reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
 	}
-	if g := crt.Spec.IssuerRef.Group; g != "" && g != certManagerGroup {
+	if ie := issuance.ExternalGroup(crt.Spec.IssuerRef); ie != nil {
 		// Valid for cert-manager's webhook, but no issuer of the hub can sign
-		// for it: terminal until the Certificate changes.
-		msg := fmt.Sprintf("issuerRef.group %q names an external issuer; certhub signs only with cert-manager.io issuers (a ClusterIssuer in the hub, or an Issuer downstream). Not retried until the Certificate changes", g)
-		return reconcile.Result{}, r.setNotReady(ctx, t, issuance.ReasonIssuerNotSupported, msg)
+		// for it: terminal until the Certificate changes, decided before the
+		// trigger chain so nothing is ever attempted.
+		return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
 	}
 
 	secret, foreign, err := r.getSecret(ctx, cl, crt)

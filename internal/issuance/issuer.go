@@ -102,14 +102,24 @@ func New(opts Options) (*Resolver, error) {
 	return &Resolver{opts: opts}, nil
 }
 
+// ExternalGroup returns a terminal *Error when ref names an issuer group
+// other than cert-manager.io (an external issuer certhub cannot sign for),
+// else nil. Callers may check it before anything else, as Resolve does.
+func ExternalGroup(ref cmmeta.IssuerReference) *Error {
+	if ref.Group == "" || ref.Group == cmapi.SchemeGroupVersion.Group {
+		return nil
+	}
+	return &Error{Reason: ReasonIssuerNotSupported, Terminal: true, Message: fmt.Sprintf("issuerRef.group %q names an external issuer; certhub signs only with cert-manager.io issuers (a ClusterIssuer in the hub, or an Issuer downstream). Not retried until the Certificate changes", ref.Group)}
+}
+
 // Resolve returns the Issuer that ref names. A ClusterIssuer is read from the
 // hub, with its CA key pair in Options.Namespace. A namespaced Issuer is read
 // from the downstream cluster (downstream, in the Certificate's namespace),
 // and so is its CA key pair: it lives where the Issuer lives, as with
 // cert-manager.
 func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (Issuer, error) {
-	if ref.Group != "" && ref.Group != "cert-manager.io" {
-		return nil, &Error{Reason: ReasonIssuerNotSupported, Terminal: true, Message: fmt.Sprintf("issuerRef.group %q names an external issuer; certhub signs only with cert-manager.io issuers (a ClusterIssuer in the hub, or an Issuer downstream). Not retried until the Certificate changes", ref.Group)}
+	if err := ExternalGroup(ref); err != nil {
+		return nil, err
 	}
 	kind := ref.Kind
 	if kind == "" {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
 	LoopMaxIssuances int
 	LoopWindow       time.Duration
+	// DefaultPolicy decides Certificates no IssuancePolicy selects: "allow"
+	// (certhub before policies) or "deny". Defaults to "allow"; the shipped
+	// kustomize base sets "deny".
+	DefaultPolicy string
 	// Coordinator picks who writes which cluster: CoordinatorCerthub (default), CoordinatorUpstream or CoordinatorNone.
 	Coordinator string
 	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
@@ -82,6 +87,7 @@ func NewOptions() *Options {
 		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
 		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
 		LoopWindow:             certsync.DefaultLoopWindow,
+		DefaultPolicy:          string(policy.Allow),
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -110,6 +116,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
 	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
 	fs.DurationVar(&o.LoopWindow, "loop-window", o.LoopWindow, "Loop guard: the window --loop-max-issuances counts in")
+	fs.StringVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "Issuance policy for Certificates no IssuancePolicy selects: allow or deny (the shipped kustomize base uses deny)")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
 	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")
@@ -137,6 +144,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
+	}
+	if _, err := policy.ParseMode(o.DefaultPolicy); err != nil {
+		errs = append(errs, fmt.Errorf("--default-policy: %w", err))
 	}
 	switch o.Coordinator {
 	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:

@@ -25,12 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -132,12 +134,20 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("invalid --cluster-selector: %w", err)
 	}
-	provider, err := inventory.New(inventory.Options{
-		Namespace:      o.ClusterSecretNamespace,
-		Selector:       selector,
-		KubeconfigDir:  o.KubeconfigDir,
-		Scheme:         scheme,
-		ClusterOptions: []cluster.Option{certsync.CacheOptions()},
+	var provider *inventory.Provider
+	policies, err := policy.New(policy.Options{Default: policy.Mode(o.DefaultPolicy), ClusterLabels: func(name string) map[string]string {
+		return provider.ClusterLabels(multicluster.ClusterName(name))
+	}})
+	if err != nil {
+		return err
+	}
+	provider, err = inventory.New(inventory.Options{
+		Namespace:       o.ClusterSecretNamespace,
+		Selector:        selector,
+		KubeconfigDir:   o.KubeconfigDir,
+		Scheme:          scheme,
+		ClusterOptions:  []cluster.Option{certsync.CacheOptions()},
+		OnLabelsChanged: func(multicluster.ClusterName) { policies.Changed() },
 	})
 	if err != nil {
 		return err
@@ -172,7 +182,10 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval,
+	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("failed to set up issuance policies: %w", err)
+	}
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}

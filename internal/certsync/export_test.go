@@ -19,5 +19,5 @@ func ValidateSpec(crt *cmapi.Certificate) (string, error) {
 
 // CertificateTemplate exposes certificateTemplate to the external tests.
 func CertificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
-	return certificateTemplate(crt)
+	return certificateTemplate(crt, nil)
 }

@@ -43,7 +43,7 @@ func issuedSecret(t testing.TB, crt *cmapi.Certificate, selfSigned bool) *corev1
 	if err != nil {
 		t.Fatalf("generate key: %v", err)
 	}
-	tmpl, err := certificateTemplate(crt)
+	tmpl, err := certificateTemplate(crt, nil)
 	if err != nil {
 		t.Fatalf("template of a valid spec: %v", err)
 	}
@@ -200,7 +200,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 		if validateSpec(crt) != nil {
 			return
 		}
-		if _, err := certificateTemplate(crt); err != nil {
+		if _, err := certificateTemplate(crt, nil); err != nil {
 			// Validation passed but cert-manager's builder refuses (e.g. a
 			// name Go's x509 cannot encode): issuance ends in a terminal
 			// InvalidSpec, never a loop.

@@ -3,6 +3,7 @@ package certsync
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -22,6 +23,7 @@ const (
 	metricReady      = "certhub_certificate_ready_status"
 	metricIssuance   = "certhub_certificate_issuance_duration_seconds"
 	metricLoops      = "certhub_certificate_issuance_loops_total"
+	metricViolations = "certhub_certificate_policy_violations"
 )
 
 var certLabels = []string{"cluster", "namespace", "name", "issuer_name", "issuer_kind", "issuer_group"}
@@ -31,6 +33,10 @@ type syncMetrics struct {
 	ready                                    *prometheus.GaugeVec
 	issuance                                 *prometheus.HistogramVec
 	loops                                    *prometheus.CounterVec
+	violations                               *prometheus.GaugeVec
+
+	mu        sync.Mutex                                   // guards violating
+	violating map[multicluster.ClusterName]map[string]bool // "<ns>/<name>" with PolicyViolation=True
 }
 
 func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
@@ -48,8 +54,11 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"cluster", "result"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricLoops,
 			Help: "Times the loop guard paused a Certificate that was issued again and again for one spec (reason IssuanceLoopDetected)."}, []string{"cluster"}),
+		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricViolations,
+			Help: "Issued certificates the issuance policies no longer allow (condition PolicyViolation=True; not revoked)."}, []string{"cluster"}),
+		violating: map[multicluster.ClusterName]map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance, m.loops} {
+	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance, m.loops, m.violations} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {
@@ -83,11 +92,16 @@ func (m *syncMetrics) observe(cluster multicluster.ClusterName, crt *cmapi.Certi
 		m.renewal.With(l).Set(float64(st.RenewalTime.Unix()))
 	}
 	current := cmmeta.ConditionUnknown
+	violation := false
 	for _, c := range st.Conditions {
-		if c.Type == cmapi.CertificateConditionReady {
+		switch c.Type {
+		case cmapi.CertificateConditionReady:
 			current = c.Status
+		case ConditionPolicyViolation:
+			violation = c.Status == cmmeta.ConditionTrue
 		}
 	}
+	m.setViolation(cluster, crt.Namespace+"/"+crt.Name, violation)
 	for _, v := range []cmmeta.ConditionStatus{cmmeta.ConditionTrue, cmmeta.ConditionFalse, cmmeta.ConditionUnknown} {
 		rl := prometheus.Labels{"condition": string(v)}
 		for k, val := range l {
@@ -99,6 +113,24 @@ func (m *syncMetrics) observe(cluster multicluster.ClusterName, crt *cmapi.Certi
 			m.ready.With(rl).Set(0)
 		}
 	}
+}
+
+// setViolation records whether one Certificate violates the policies and
+// sets its cluster's count.
+func (m *syncMetrics) setViolation(cluster multicluster.ClusterName, key string, violation bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := m.violating[cluster]
+	if set == nil {
+		set = map[string]bool{}
+		m.violating[cluster] = set
+	}
+	if violation {
+		set[key] = true
+	} else {
+		delete(set, key)
+	}
+	m.violations.WithLabelValues(string(cluster)).Set(float64(len(set)))
 }
 
 // forget drops a Certificate's series (deleted, or its cluster disengaged).
@@ -113,9 +145,12 @@ func (m *syncMetrics) forget(cluster multicluster.ClusterName, namespace, name s
 // so only the owner reports a cluster's Certificates.
 func (m *syncMetrics) forgetCluster(cluster multicluster.ClusterName) {
 	match := prometheus.Labels{"cluster": string(cluster)}
-	for _, v := range []*prometheus.GaugeVec{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready} {
+	for _, v := range []*prometheus.GaugeVec{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.violations} {
 		v.DeletePartialMatch(match)
 	}
+	m.mu.Lock()
+	delete(m.violating, cluster)
+	m.mu.Unlock()
 }
 
 // loopDetected counts a trip of the loop guard.

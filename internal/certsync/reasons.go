@@ -1,5 +1,7 @@
 package certsync
 
+import cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+
 // Reasons used for both Certificate condition reasons and Event reasons.
 // The Ready/Issuing values mirror cert-manager's so tools keyed on them work.
 const (
@@ -39,6 +41,10 @@ const (
 	// rule); this one is not issued. cert-manager only logs this; certhub says
 	// it in the status.
 	ReasonDuplicateSecretName = "DuplicateSecretName"
+	// ReasonPolicyDenied: no IssuancePolicy in the hub allows the Certificate
+	// (Ready=False, nothing signed), or, on the PolicyViolation condition, no
+	// longer allows the certificate already issued.
+	ReasonPolicyDenied = "PolicyDenied"
 	// ReasonIssuanceFailed: signing or writing failed; retried with backoff.
 	ReasonIssuanceFailed = "IssuanceFailed"
 	// ReasonIssuanceLoop: one generation was issued more than the loop guard
@@ -79,3 +85,8 @@ const (
 	// FieldManager is the server-side apply field manager for everything certhub writes.
 	FieldManager = "certhub"
 )
+
+// ConditionPolicyViolation is a Certificate condition, True while its issued
+// certificate is one the issuance policies no longer allow (Ready stays as
+// it is: nothing is revoked; the next renewal is denied).
+const ConditionPolicyViolation cmapi.CertificateConditionType = "PolicyViolation"

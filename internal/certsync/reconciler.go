@@ -39,6 +39,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
 )
 
 // Defaults for Options.
@@ -47,6 +48,10 @@ const (
 	DefaultIssuerRetryInterval = 30 * time.Second
 	// DefaultMaxConcurrentReconciles is the number of Certificates reconciled at once, across clusters.
 	DefaultMaxConcurrentReconciles = 4
+
+	// policyPendingRequeue is how soon a Certificate is decided again when
+	// the issuance policies have not been read yet (hub start-up).
+	policyPendingRequeue = time.Second
 
 	// conflictRequeue is how soon a Certificate that met a concurrent change
 	// is decided again, on fresh data.
@@ -64,12 +69,25 @@ type Ownership interface {
 	Owns(cluster multicluster.ClusterName) (stamp string, ok bool)
 }
 
+// Policy decides whether a Certificate may be issued. *policy.Engine
+// implements it.
+type Policy interface {
+	// Evaluate decides on crt in cluster; pending is true until the
+	// policies have been read (the caller retries shortly).
+	Evaluate(cluster string, crt *cmapi.Certificate) (d policy.Decision, pending bool)
+	// Subscribe calls fn after every change of what Evaluate decides on.
+	Subscribe(fn func())
+}
+
 // Options configure the Certificate reconciler.
 type Options struct {
 	// Issuers resolves issuerRefs in the hub. Required.
 	Issuers IssuerResolver
 	// Identity names this hub replica in WriterAnnotation when Ownership is nil. Defaults to the hostname.
 	Identity string
+	// Policy is asked before every issuance (issuance policies in the hub).
+	// Nil allows everything.
+	Policy Policy
 	// Ownership is checked before every downstream write. Nil means this
 	// replica owns every engaged cluster (a single replica).
 	Ownership Ownership
@@ -166,10 +184,18 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	r := &reconciler{getCluster: mgr.GetCluster, opts: opts, metrics: m, guard: opts.loopGuard()}
 	base := mgr.GetLogger().WithName("certsync")
+	feed := newPolicyFeed(base)
+	if opts.Policy != nil {
+		if err := mgr.Add(feed); err != nil {
+			return fmt.Errorf("failed to add policy feed: %w", err)
+		}
+		opts.Policy.Subscribe(feed.kick)
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
 		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
+		WatchesRawSource(feed.source()). // policy changes: every Certificate decided again
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
@@ -207,6 +233,10 @@ type target struct {
 	cl   cluster.Cluster
 	crt  *cmapi.Certificate
 	rec  recorder.EventRecorder
+
+	maxPathLen   *int   // for a CA certificate: the allowing policy's path length
+	violation    bool   // an issued certificate the policies no longer allow
+	violationMsg string // why
 }
 
 // errNotOwner stops a write: another replica owns the cluster now.
@@ -246,6 +276,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
+			r.metrics.setViolation(req.ClusterName, req.Namespace+"/"+req.Name, false)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -270,6 +301,14 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// for it: terminal until the Certificate changes, decided before the
 		// trigger chain so nothing is ever attempted.
 		return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
+	}
+
+	decision := policy.Decision{Allowed: true}
+	if r.opts.Policy != nil {
+		var pending bool
+		if decision, pending = r.opts.Policy.Evaluate(string(t.name), crt); pending {
+			return reconcile.Result{RequeueAfter: policyPendingRequeue}, nil
+		}
 	}
 
 	secret, foreign, err := r.getSecret(ctx, cl, crt)
@@ -321,8 +360,17 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		if err := r.repairSecret(ctx, t, secret, pw); err != nil {
 			return reconcile.Result{}, err
 		}
+		// A policy changed since the issuance no longer allows it: it is
+		// not revoked, but flagged (condition, metric, certhub status).
+		t.violation = !decision.Allowed
+		t.violationMsg = decision.Message
 		return r.setReady(ctx, t, st.cert, 0)
 	}
+	if !decision.Allowed {
+		// Nothing is signed nor written; a policy change decides it again.
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+decision.Message)
+	}
+	t.maxPathLen = decision.MaxPathLen
 	d := r.guard.decide(crt, secret, reason, now)
 	if !d.allow {
 		return r.pauseLoop(ctx, t, d, reason, message, now)
@@ -522,7 +570,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
-	tmpl, err := certificateTemplate(crt)
+	tmpl, err := certificateTemplate(crt, t.maxPathLen)
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
 	}
@@ -595,6 +643,12 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 		st.LastFailureTime = nil
 		st.FailedIssuanceAttempts = nil
 		removeCondition(crt, cmapi.CertificateConditionIssuing)
+		if t.violation {
+			r.setCondition(crt, ConditionPolicyViolation, cmmeta.ConditionTrue, ReasonPolicyDenied,
+				"Issued before the issuance policies changed; they no longer allow it (not revoked, renewal will be denied): "+t.violationMsg)
+		} else {
+			removeCondition(crt, ConditionPolicyViolation)
+		}
 		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionTrue, ReasonReady, "Certificate is up to date and has not expired")
 	})
 	if err != nil {

@@ -12,8 +12,10 @@ import (
 // certificateTemplate is pki.CertificateTemplateFromCertificate with the
 // fields cert-manager puts behind feature gates (literalSubject, otherNames,
 // nameConstraints) switched on when the spec uses them: the hub validated
-// them, and a downstream user cannot flip cert-manager's gates.
-func certificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
+// them, and a downstream user cannot flip cert-manager's gates. A CA
+// certificate gets the path-length constraint maxPathLen (the issuance
+// policy's; nil: none).
+func certificateTemplate(crt *cmapi.Certificate, maxPathLen *int) (*x509.Certificate, error) {
 	csr, err := pki.GenerateCSR(crt,
 		pki.WithUseLiteralSubject(crt.Spec.LiteralSubject != ""),
 		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0),
@@ -29,7 +31,14 @@ func certificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
 	}
 	return pki.CertificateTemplateFromCSR(csr,
 		pki.CertificateTemplateOverrideDuration(apiutil.DefaultCertDuration(crt.Spec.Duration)),
-		pki.CertificateTemplateValidateAndOverrideBasicConstraints(crt.Spec.IsCA, nil),
+		pki.CertificateTemplateValidateAndOverrideBasicConstraints(crt.Spec.IsCA, caPathLen(crt, maxPathLen)),
 		pki.CertificateTemplateValidateAndOverrideKeyUsages(keyUsage, extKeyUsage),
 	)
+}
+
+func caPathLen(crt *cmapi.Certificate, maxPathLen *int) *int {
+	if !crt.Spec.IsCA {
+		return nil
+	}
+	return maxPathLen
 }

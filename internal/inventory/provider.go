@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -80,6 +81,10 @@ type Options struct {
 	KubeconfigDir string
 	// DirResync is how often KubeconfigDir is rescanned. Defaults to DefaultDirResync.
 	DirResync time.Duration
+	// OnLabelsChanged, when set, is called after a served cluster's Secret
+	// labels change (issuance policies select clusters by them). It must
+	// not block.
+	OnLabelsChanged func(name multicluster.ClusterName)
 }
 
 func (o *Options) defaults() {
@@ -155,6 +160,7 @@ type engaged struct {
 	cancel context.CancelFunc
 	hash   string
 	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
+	labels map[string]string
 }
 
 // DuplicateError says another source already registers (or is connecting) the cluster name.
@@ -265,6 +271,33 @@ func (p *Provider) IndexField(ctx context.Context, obj client.Object, field stri
 	return nil
 }
 
+// ClusterLabels returns the labels of the Secret that registers a served
+// cluster (nil for kubeconfig-file clusters and unknown names). The map is
+// shared: callers must not modify it.
+func (p *Provider) ClusterLabels(name multicluster.ClusterName) map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.clusters[name]; ok {
+		return e.labels
+	}
+	return nil
+}
+
+// setLabels records the labels of the Secret source that serves name, and
+// calls OnLabelsChanged when they changed.
+func (p *Provider) setLabels(source string, name multicluster.ClusterName, l map[string]string) {
+	p.mu.Lock()
+	e, ok := p.clusters[name]
+	changed := ok && e.source == source && !maps.Equal(e.labels, l)
+	if changed {
+		e.labels = maps.Clone(l)
+	}
+	p.mu.Unlock()
+	if changed && p.opts.OnLabelsChanged != nil {
+		p.opts.OnLabelsChanged(name)
+	}
+}
+
 // ClusterNames lists the engaged clusters.
 func (p *Provider) ClusterNames() []multicluster.ClusterName {
 	p.mu.Lock()
@@ -319,6 +352,9 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	log = log.WithValues("cluster", name)
 
 	changed, err := p.engage(req.String(), parsed)
+	if err == nil {
+		p.setLabels(req.String(), name, secret.Labels)
+	}
 	var dup *DuplicateError
 	switch {
 	case errors.As(err, &dup):
@@ -377,7 +413,7 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		stale = p.clusters[prev]
 		delete(p.clusters, prev)
 	}
-	reservation := &engaged{hash: c.Hash, source: source}
+	reservation := &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels)}
 	p.clusters[name] = reservation
 	p.bySource[source] = name
 	p.mu.Unlock()

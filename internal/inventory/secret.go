@@ -105,6 +105,9 @@ type Cluster struct {
 	// Config holds only what the Secret says (Host and any credentials that
 	// override the ServiceAccount's).
 	InCluster bool
+	// Labels are the cluster Secret's labels (issuance policies select
+	// clusters by them); nil for kubeconfig files. Not part of Hash.
+	Labels map[string]string
 }
 
 // FieldError says which field of a cluster Secret is wrong.
@@ -168,7 +171,7 @@ func parseSecret(s *corev1.Secret, offline bool) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Name: name, Server: server, Config: cfg, Project: string(s.Data[keyProject]),
-		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer}
+		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer, Labels: s.Labels}
 	for _, ns := range strings.Split(string(s.Data[keyNamespaces]), ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			c.Namespaces = append(c.Namespaces, ns)

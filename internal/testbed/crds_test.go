@@ -39,17 +39,30 @@ func TestEmbeddedCRDsMatchModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != len(files) {
-		t.Errorf("decoded %d CRDs, want %d", len(crds), len(files))
+	if len(crds) != len(files)+1 { // + certhub's IssuancePolicy
+		t.Errorf("decoded %d CRDs, want %d", len(crds), len(files)+1)
 	}
 	names := map[string]bool{}
 	for _, c := range crds {
 		names[c.Name] = true
 	}
-	for _, n := range []string{"certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io"} {
+	for _, n := range []string{"certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io", "issuancepolicies.certhub.io"} {
 		if !names[n] {
 			t.Errorf("CRD %s missing", n)
 		}
+	}
+}
+
+// The test bed installs the IssuancePolicy CRD the hub's kustomize base ships.
+func TestEmbeddedPolicyCRDIsTheShippedOne(t *testing.T) {
+	const name = "certhub.io_issuancepolicies.yaml"
+	want, err := os.ReadFile(filepath.Join("..", "..", "kustomize", "base", "crds", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := crdFiles.ReadFile("crds/certhub/" + name)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("crds/certhub/%s differs from kustomize/base/crds/%s (err %v); copy it", name, name, err)
 	}
 }
 

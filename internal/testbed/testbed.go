@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crds/cert-manager/*.yaml
+//go:embed crds/cert-manager/*.yaml crds/certhub/*.yaml
 var crdFiles embed.FS
 
 //go:embed envtest.version

@@ -1,0 +1,29 @@
+// Package policy decides, before anything is signed, whether a downstream
+// Certificate may be issued by the hub: the IssuancePolicy resources
+// (certhub.io/v1alpha1, cluster-scoped, made for Git) say which cluster,
+// namespace and issuer may get which names, key, duration and CA powers.
+//
+// The rule is cert-manager approver-policy's: a Certificate is allowed when at
+// least one policy that selects it allows every field it asks for; a field a
+// policy does not list is not allowed by it. With no policy selecting it, the
+// Engine's Default decides (allow or deny).
+//
+//	Certificate (cluster, labels, namespace, issuerRef, spec)
+//	   ──▶ policies that select it (cluster names/labels, namespaces, issuerRef)
+//	          none ──▶ Default (allow | deny)
+//	   ──▶ first, by name, that allows every field ──▶ Allowed (+ its maxPathLen)
+//	   ──▶ none allows ──▶ Denied: field, value, and each policy considered
+//
+// Policies are keyed by what the hub knows of a cluster (its name and the
+// labels of its Argo CD cluster Secret), never by anything a downstream admin
+// controls (namespace labels are not selectable for that reason).
+//
+// Contract:
+//   - Compile turns IssuancePolicy objects into a Set; a policy with an
+//     invalid pattern, CIDR or selector still selects every Certificate but
+//     allows nothing, so a typo can only deny, never widen.
+//   - Set.Evaluate is pure, allocation-light and safe for concurrent use.
+//   - Engine (SetupWithManager) keeps the Set current from the hub's
+//     IssuancePolicies and calls its subscribers after every change, so
+//     denied Certificates are re-evaluated without a restart.
+package policy

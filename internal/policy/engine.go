@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Default decides Certificates no policy selects. Defaults to Allow.
+	Default Mode
+	// ClusterLabels returns the labels of a cluster's Argo CD Secret. Nil
+	// means no cluster has labels.
+	ClusterLabels func(cluster string) map[string]string
+}
+
+// Engine keeps the compiled policies of the hub current and answers
+// Evaluate. It is safe for concurrent use.
+type Engine struct {
+	opts Options
+	set  atomic.Pointer[Set] // nil until the first load
+
+	mu     sync.Mutex // guards subs and errs; never held across an API call
+	subs   []func()
+	errs   map[string]string // last compile error per policy, to report news once
+	reader client.Reader
+	log    logr.Logger
+}
+
+// New returns an Engine; SetupWithManager starts it.
+func New(opts Options) (*Engine, error) {
+	if opts.Default == "" {
+		opts.Default = Allow
+	}
+	if _, err := ParseMode(string(opts.Default)); err != nil {
+		return nil, err
+	}
+	return &Engine{opts: opts, errs: map[string]string{}}, nil
+}
+
+// NewObject returns an empty IssuancePolicy as the hub cache holds it.
+func NewObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GVK)
+	return u
+}
+
+// SetupWithManager watches IssuancePolicies through the hub manager's cache.
+func (e *Engine) SetupWithManager(mgr manager.Manager) error {
+	e.reader = mgr.GetClient()
+	e.log = mgr.GetLogger().WithName("policy")
+	return builder.ControllerManagedBy(mgr).
+		Named("issuancepolicy").
+		For(NewObject()).
+		Complete(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, e.reload(ctx)
+		}))
+}
+
+// reload lists every IssuancePolicy, compiles them and tells subscribers.
+func (e *Engine) reload(ctx context.Context) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ListGVK)
+	if err := e.reader.List(ctx, list); err != nil {
+		return fmt.Errorf("failed to list IssuancePolicies: %w", err)
+	}
+	ps := make([]IssuancePolicy, 0, len(list.Items))
+	broken := map[string]error{}
+	for i := range list.Items {
+		p, err := FromUnstructured(&list.Items[i])
+		if err != nil {
+			broken[list.Items[i].GetName()] = err // the CRD's schema makes this rare
+			continue
+		}
+		ps = append(ps, *p)
+	}
+	set := compileAll(ps, broken, e.opts.Default)
+	for i := range list.Items {
+		if err := set.invalid(list.Items[i].GetName()); err != nil {
+			e.report(list.Items[i].GetName(), err.Error())
+		}
+	}
+	e.set.Store(set)
+	e.log.V(1).Info("issuance policies loaded", "policies", set.Len())
+	e.notify()
+	return nil
+}
+
+// report logs a policy's compile error once per change. (No Event: an
+// IssuancePolicy is cluster-scoped, and the hub may write Events only in
+// its own namespace; every denial names the invalid policy and why.)
+func (e *Engine) report(name, msg string) {
+	e.mu.Lock()
+	news := e.errs[name] != msg
+	e.errs[name] = msg
+	e.mu.Unlock()
+	if news {
+		e.log.Error(errors.New(msg), "invalid IssuancePolicy: it selects every Certificate and allows nothing", "policy", name)
+	}
+}
+
+// FromUnstructured converts an IssuancePolicy read as unstructured.
+func FromUnstructured(u *unstructured.Unstructured) (*IssuancePolicy, error) {
+	p := &IssuancePolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, p, true); err != nil {
+		return nil, fmt.Errorf("failed to decode IssuancePolicy %q: %w", u.GetName(), err)
+	}
+	return p, nil
+}
+
+// Subscribe registers fn to be called (without locks held) after every
+// change of the policies, and after Changed.
+func (e *Engine) Subscribe(fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.subs = append(e.subs, fn)
+}
+
+// Changed tells subscribers that an input of the decisions other than the
+// policies changed (a cluster Secret's labels).
+func (e *Engine) Changed() { e.notify() }
+
+func (e *Engine) notify() {
+	e.mu.Lock()
+	subs := append([]func(){}, e.subs...)
+	e.mu.Unlock()
+	for _, fn := range subs {
+		fn()
+	}
+}
+
+// Loaded reports whether the policies have been read at least once.
+func (e *Engine) Loaded() bool { return e.set.Load() != nil }
+
+// Evaluate decides on crt in cluster with the current policies. Before the
+// first load it denies with Pending set: callers retry shortly.
+func (e *Engine) Evaluate(cluster string, crt *cmapi.Certificate) (d Decision, pending bool) {
+	set := e.set.Load()
+	if set == nil {
+		return Decision{Message: "issuance policies are not loaded yet"}, true
+	}
+	var l map[string]string
+	if e.opts.ClusterLabels != nil {
+		l = e.opts.ClusterLabels(cluster)
+	}
+	return set.Evaluate(Request{Cluster: cluster, ClusterLabels: l, Certificate: crt}), false
+}

@@ -1,0 +1,456 @@
+package policy
+
+import (
+	"encoding/asn1"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Request is one Certificate to decide on, with what the hub knows of the
+// cluster it lives in.
+type Request struct {
+	// Cluster is the downstream cluster's name.
+	Cluster string
+	// ClusterLabels are the labels of its Argo CD cluster Secret (none for a
+	// kubeconfig-file cluster).
+	ClusterLabels map[string]string
+	// Certificate is the downstream Certificate (its namespace is the
+	// downstream namespace).
+	Certificate *cmapi.Certificate
+}
+
+// Decision is the outcome of Set.Evaluate.
+type Decision struct {
+	// Allowed: the Certificate may be issued.
+	Allowed bool
+	// Policy names the IssuancePolicy that allowed it; empty when the
+	// default decided.
+	Policy string
+	// MaxPathLen is the path-length constraint a CA certificate is signed
+	// with (the allowing policy's); nil when no policy decided.
+	MaxPathLen *int
+	// Message says why (for a denial: the field, the value, the policies).
+	Message string
+}
+
+// maxMessage bounds a denial message (it lands in a condition and an Event).
+const maxMessage = 1024
+
+// Evaluate decides on one Certificate. It never fails: a spec it cannot read
+// (a literalSubject that does not parse) is denied, as nothing can allow it.
+func (s *Set) Evaluate(r Request) Decision {
+	crt := r.Certificate
+	x := vars{cluster: r.Cluster, namespace: crt.Namespace}
+	var f *facts // built on the first policy that selects
+	considered := 0
+	for i := range s.policies {
+		p := &s.policies[i]
+		if !p.selects(r, x) {
+			continue
+		}
+		considered++
+		if p.invalid != nil {
+			continue
+		}
+		if f == nil {
+			f = newFacts(crt)
+		}
+		if p.check(f, x, false) == "" {
+			return Decision{Allowed: true, Policy: p.name, MaxPathLen: &p.maxPathLen, Message: "allowed by IssuancePolicy " + strconv.Quote(p.name)}
+		}
+	}
+	if considered == 0 {
+		if s.def == Deny {
+			return Decision{Message: fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s, and the default policy is deny",
+				r.Cluster, crt.Namespace, issuerString(crt))}
+		}
+		return Decision{Allowed: true, Message: "no IssuancePolicy selects it; the default policy is allow"}
+	}
+	// Denied: a second pass spells out why, policy by policy.
+	if f == nil {
+		f = newFacts(crt)
+	}
+	var names []string
+	var why strings.Builder
+	for i := range s.policies {
+		p := &s.policies[i]
+		if !p.selects(r, x) {
+			continue
+		}
+		names = append(names, p.name)
+		if why.Len() >= maxMessage {
+			continue
+		}
+		v := "the policy is invalid"
+		if p.invalid != nil {
+			v += ": " + p.invalid.Error()
+		} else {
+			v = p.check(f, x, true)
+		}
+		fmt.Fprintf(&why, "; %s: %s", p.name, v)
+	}
+	msg := fmt.Sprintf("denied by every IssuancePolicy that selects it (%s)%s", strings.Join(names, ", "), why.String())
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return Decision{Message: msg}
+}
+
+func issuerString(crt *cmapi.Certificate) string {
+	kind := crt.Spec.IssuerRef.Kind
+	if kind == "" {
+		kind = cmapi.IssuerKind
+	}
+	return kind + "/" + crt.Spec.IssuerRef.Name
+}
+
+func (p *compiled) selects(r Request, x vars) bool {
+	if len(p.clusterNames) > 0 && !anyMatch(p.clusterNames, r.Cluster, x) {
+		return false
+	}
+	if p.clusterLabels != nil && !p.clusterLabels.Matches(labels.Set(r.ClusterLabels)) {
+		return false
+	}
+	if len(p.namespaces) > 0 && !anyMatch(p.namespaces, r.Certificate.Namespace, x) {
+		return false
+	}
+	if p.issuer != nil {
+		ref := r.Certificate.Spec.IssuerRef
+		kind, group := ref.Kind, ref.Group
+		if kind == "" {
+			kind = cmapi.IssuerKind
+		}
+		if group == "" {
+			group = cmapi.SchemeGroupVersion.Group
+		}
+		for i, v := range [3]string{ref.Name, kind, group} {
+			if pt := &p.issuer[i]; pt.raw != "" && !pt.match(v, x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// facts are the values a Certificate asks for, defaults applied, computed
+// once per evaluation.
+type facts struct {
+	cn         string
+	dns        []string
+	ips        []string
+	uris       []string
+	emails     []string
+	otherNames []string // "<oid>=<value>"
+	subject    map[subjectField][]string
+	serial     string
+	unknown    string // a literalSubject attribute no policy field covers, or a parse error
+	isCA       bool
+	usages     []cmapi.KeyUsage
+	duration   time.Duration
+	algorithm  cmapi.PrivateKeyAlgorithm
+	size       int
+}
+
+type subjectField string
+
+// denied is check's answer without explain.
+const denied = "denied"
+
+const (
+	fieldOrganizations       subjectField = "organizations"
+	fieldCountries           subjectField = "countries"
+	fieldOrganizationalUnits subjectField = "organizationalUnits"
+	fieldLocalities          subjectField = "localities"
+	fieldProvinces           subjectField = "provinces"
+	fieldStreetAddresses     subjectField = "streetAddresses"
+	fieldPostalCodes         subjectField = "postalCodes"
+)
+
+// subjectPaths are the fields' paths in a denial.
+var subjectPaths = map[subjectField]string{
+	fieldOrganizations: "spec.subject.organizations", fieldCountries: "spec.subject.countries", fieldOrganizationalUnits: "spec.subject.organizationalUnits",
+	fieldLocalities: "spec.subject.localities", fieldProvinces: "spec.subject.provinces", fieldStreetAddresses: "spec.subject.streetAddresses", fieldPostalCodes: "spec.subject.postalCodes",
+}
+
+// subjectOIDs maps literalSubject attribute types to policy fields.
+var subjectOIDs = map[string]subjectField{
+	"2.5.4.10": fieldOrganizations, "2.5.4.6": fieldCountries, "2.5.4.11": fieldOrganizationalUnits,
+	"2.5.4.7": fieldLocalities, "2.5.4.8": fieldProvinces, "2.5.4.9": fieldStreetAddresses, "2.5.4.17": fieldPostalCodes,
+}
+
+var (
+	oidCommonName   = asn1.ObjectIdentifier{2, 5, 4, 3}
+	oidSerialNumber = asn1.ObjectIdentifier{2, 5, 4, 5}
+)
+
+func newFacts(crt *cmapi.Certificate) *facts {
+	s := &crt.Spec
+	f := &facts{cn: s.CommonName, dns: s.DNSNames, ips: s.IPAddresses, uris: s.URIs, emails: s.EmailAddresses,
+		isCA: s.IsCA, usages: s.Usages, duration: cmapi.DefaultCertificateDuration, algorithm: cmapi.RSAKeyAlgorithm}
+	for _, o := range s.OtherNames {
+		f.otherNames = append(f.otherNames, o.OID+"="+o.UTF8Value)
+	}
+	if s.Duration != nil {
+		f.duration = s.Duration.Duration
+	}
+	if pk := s.PrivateKey; pk != nil && pk.Algorithm != "" {
+		f.algorithm = pk.Algorithm
+	}
+	switch f.algorithm {
+	case cmapi.RSAKeyAlgorithm:
+		f.size = 2048
+	case cmapi.ECDSAKeyAlgorithm:
+		f.size = 256
+	}
+	if pk := s.PrivateKey; pk != nil && pk.Size != 0 && f.algorithm != cmapi.Ed25519KeyAlgorithm {
+		f.size = pk.Size
+	}
+	f.subject = map[subjectField][]string{}
+	if s.LiteralSubject != "" {
+		rdns, err := pki.UnmarshalSubjectStringToRDNSequence(s.LiteralSubject)
+		if err != nil {
+			f.unknown = fmt.Sprintf("spec.literalSubject does not parse: %v", err)
+			return f
+		}
+		for _, rdn := range rdns {
+			for _, atv := range rdn {
+				val := fmt.Sprint(atv.Value)
+				switch {
+				case atv.Type.Equal(oidCommonName):
+					f.cn = val
+				case atv.Type.Equal(oidSerialNumber):
+					f.serial = val
+				default:
+					field, ok := subjectOIDs[atv.Type.String()]
+					if !ok {
+						f.unknown = fmt.Sprintf("spec.literalSubject attribute %s=%q is not allowed (no policy field covers it)", atv.Type, val)
+						continue
+					}
+					f.subject[field] = append(f.subject[field], val)
+				}
+			}
+		}
+		return f
+	}
+	if sub := s.Subject; sub != nil {
+		for field, v := range map[subjectField][]string{
+			fieldOrganizations: sub.Organizations, fieldCountries: sub.Countries, fieldOrganizationalUnits: sub.OrganizationalUnits,
+			fieldLocalities: sub.Localities, fieldProvinces: sub.Provinces, fieldStreetAddresses: sub.StreetAddresses, fieldPostalCodes: sub.PostalCodes,
+		} {
+			if len(v) > 0 {
+				f.subject[field] = v
+			}
+		}
+		f.serial = sub.SerialNumber
+	}
+	return f
+}
+
+// check returns "" when p allows every field of f, else (with explain) the
+// first field it does not allow, the value, and what the policy allows;
+// without explain, just denied (no formatting on the fast path).
+func (p *compiled) check(f *facts, x vars, explain bool) string {
+	if f.unknown != "" {
+		return f.unknown
+	}
+	if f.isCA && !p.isCA {
+		if !explain {
+			return denied
+		}
+		return "spec.isCA true is not allowed (allowed.isCA is false)"
+	}
+	if v := p.cn.check("spec.commonName", f.cn, x, explain); v != "" {
+		return v
+	}
+	for _, c := range []struct {
+		field string
+		vals  []string
+		allow *valuesPattern
+	}{
+		{"spec.dnsNames", f.dns, p.dns}, {"spec.uris", f.uris, p.uris},
+		{"spec.emailAddresses", f.emails, p.emails}, {"spec.otherNames", f.otherNames, p.otherName},
+	} {
+		if v := c.allow.check(c.field, c.vals, x, explain); v != "" {
+			return v
+		}
+	}
+	if v := p.ips.check(f.ips, explain); v != "" {
+		return v
+	}
+	for _, field := range []subjectField{fieldOrganizations, fieldCountries, fieldOrganizationalUnits, fieldLocalities, fieldProvinces, fieldStreetAddresses, fieldPostalCodes} {
+		if v := p.subject[field].check(subjectPaths[field], f.subject[field], x, explain); v != "" {
+			return v
+		}
+	}
+	if v := p.serial.check("spec.subject.serialNumber", f.serial, x, explain); v != "" {
+		return v
+	}
+	for _, u := range f.usages {
+		if !p.usages[u] {
+			if !explain {
+				return denied
+			}
+			return fmt.Sprintf("spec.usages %q is not allowed (allowed: %s)", u, usageList(p.usages))
+		}
+	}
+	if p.maxDuration != 0 && f.duration > p.maxDuration {
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("duration %s exceeds maxDuration %s", f.duration, p.maxDuration)
+	}
+	if p.minDuration != 0 && f.duration < p.minDuration {
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("duration %s is shorter than minDuration %s", f.duration, p.minDuration)
+	}
+	if k := p.key; k != nil {
+		if k.Algorithm != "" && k.Algorithm != f.algorithm {
+			if !explain {
+				return denied
+			}
+			return fmt.Sprintf("spec.privateKey.algorithm %s is not allowed (allowed: %s)", f.algorithm, k.Algorithm)
+		}
+		if f.algorithm != cmapi.Ed25519KeyAlgorithm {
+			if k.MinSize != 0 && f.size < k.MinSize {
+				if !explain {
+					return denied
+				}
+				return fmt.Sprintf("spec.privateKey.size %d is below minSize %d", f.size, k.MinSize)
+			}
+			if k.MaxSize != 0 && f.size > k.MaxSize {
+				if !explain {
+					return denied
+				}
+				return fmt.Sprintf("spec.privateKey.size %d is above maxSize %d", f.size, k.MaxSize)
+			}
+		}
+	}
+	return ""
+}
+
+func (a *valuePattern) check(field, v string, x vars, explain bool) string {
+	switch {
+	case v == "":
+		if a != nil && a.required {
+			if !explain {
+				return denied
+			}
+			return field + " is required"
+		}
+		return ""
+	case a == nil || !a.set:
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("%s %q is not allowed (the policy allows none)", field, v)
+	case !a.p.match(v, x):
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("%s %q is not allowed (allowed: %q)", field, v, a.p.raw)
+	}
+	return ""
+}
+
+func (a *valuesPattern) check(field string, vs []string, x vars, explain bool) string {
+	if len(vs) == 0 {
+		if a != nil && a.required {
+			if !explain {
+				return denied
+			}
+			return field + " is required"
+		}
+		return ""
+	}
+	if a == nil || len(a.ps) == 0 {
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("%s %q is not allowed (the policy allows none)", field, vs[0])
+	}
+	for _, v := range vs {
+		if !anyMatch(a.ps, v, x) {
+			if !explain {
+				return denied
+			}
+			return fmt.Sprintf("%s %q is not allowed (allowed: %s)", field, v, rawList(a.ps))
+		}
+	}
+	return ""
+}
+
+func (a *cidrs) check(vs []string, explain bool) string {
+	if len(vs) == 0 {
+		if a != nil && a.required {
+			if !explain {
+				return denied
+			}
+			return "spec.ipAddresses is required"
+		}
+		return ""
+	}
+	if a == nil || len(a.prefixes) == 0 {
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("spec.ipAddresses %q is not allowed (the policy allows none)", vs[0])
+	}
+next:
+	for _, v := range vs {
+		addr, err := netip.ParseAddr(v)
+		if err != nil {
+			if !explain {
+				return denied
+			}
+			return fmt.Sprintf("spec.ipAddresses %q is not an IP address", v)
+		}
+		for _, p := range a.prefixes {
+			if p.Contains(addr.Unmap()) || p.Contains(addr) {
+				continue next
+			}
+		}
+		if !explain {
+			return denied
+		}
+		return fmt.Sprintf("spec.ipAddresses %q is not allowed (allowed: %s)", v, prefixList(a.prefixes))
+	}
+	return ""
+}
+
+func rawList(ps []pattern) string {
+	out := make([]string, len(ps))
+	for i := range ps {
+		out[i] = ps[i].raw
+	}
+	return strings.Join(out, ", ")
+}
+
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+func usageList(m map[cmapi.KeyUsage]bool) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	out := make([]string, 0, len(m))
+	for u := range m {
+		out = append(out, string(u))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,215 @@
+package policy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+var (
+	dev  = map[string]string{"env": "dev"}
+	prod = map[string]string{"env": "prod"}
+)
+
+// ownNames: each cluster may get names under its own subdomain, and its
+// namespaces names under <namespace>.svc.
+func ownNames() policy.IssuancePolicy {
+	return fixture.Policy("own-names", policy.Spec{Allowed: policy.Allowed{
+		CommonName: &policy.StringValue{Value: "*.{{cluster}}.example.com"},
+		DNSNames:   fixture.Values("*.{{cluster}}.example.com", "*.{{namespace}}.svc"),
+	}})
+}
+
+func devOnly() policy.IssuancePolicy {
+	return fixture.Policy("dev", policy.Spec{Selector: fixture.ForClusterLabels(dev), Allowed: policy.Allowed{
+		CommonName: &policy.StringValue{Value: "*.dev.example.com"},
+		DNSNames:   fixture.Values("*.dev.example.com"),
+	}})
+}
+
+func ca(maxPathLen int) policy.IssuancePolicy {
+	return fixture.Policy("sub-ca", policy.Spec{
+		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{"pki-*"}}},
+		Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, IsCA: true, MaxPathLen: &maxPathLen},
+	})
+}
+
+func bounded() policy.IssuancePolicy {
+	return fixture.Policy("bounded", policy.Spec{
+		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*"),
+			IPAddresses: fixture.Values("10.0.0.0/8", "fd00::1"), Usages: []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageDigitalSignature}},
+		Constraints: policy.Constraints{MaxDuration: &metav1.Duration{Duration: 30 * 24 * time.Hour},
+			PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm, MinSize: 256, MaxSize: 384}},
+	})
+}
+
+func crt(ns, name string, opts ...fixture.CertificateOption) *cmapi.Certificate {
+	return fixture.Certificate(ns, name, "hub-ca", opts...)
+}
+
+func TestEvaluate(t *testing.T) {
+	short := fixture.WithDuration(24 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		policies []policy.IssuancePolicy
+		def      policy.Mode
+		cluster  string
+		labels   map[string]string
+		crt      *cmapi.Certificate
+		allowed  bool
+		policy   string
+		contains []string // in the message
+	}{
+		{name: "no policy, default allow", crt: crt("a", "web"), allowed: true},
+		{name: "no policy, default deny", def: policy.Deny, cluster: "east", crt: crt("a", "web"),
+			contains: []string{`no IssuancePolicy selects cluster "east", namespace "a", issuer ClusterIssuer/hub-ca`, "deny"}},
+		{name: "policy that does not select leaves the default", def: policy.Deny, policies: []policy.IssuancePolicy{devOnly()},
+			labels: prod, crt: crt("a", "web", fixture.WithNames("x.dev.example.com", "x.dev.example.com")), contains: []string{"no IssuancePolicy selects"}},
+		{name: "dev gets a dev name", policies: []policy.IssuancePolicy{devOnly()}, labels: dev,
+			crt: crt("a", "web", fixture.WithNames("api.dev.example.com", "api.dev.example.com")), allowed: true, policy: "dev"},
+		{name: "dev cannot get a prod name", policies: []policy.IssuancePolicy{devOnly()}, labels: dev,
+			crt:      crt("a", "web", fixture.WithNames("api.dev.example.com", "api.prod.example.com")),
+			contains: []string{"(dev)", `spec.dnsNames "api.prod.example.com" is not allowed (allowed: *.dev.example.com)`}},
+		{name: "own cluster's names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt: crt("team", "web", fixture.WithNames("www.east.example.com", "www.east.example.com", "api.team.svc")), allowed: true, policy: "own-names"},
+		{name: "another cluster's names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt: crt("team", "web", fixture.WithNames("", "www.west.example.com")), contains: []string{`"www.west.example.com"`, "*.{{cluster}}.example.com"}},
+		{name: "another namespace's service names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt: crt("team", "web", fixture.WithNames("", "api.other.svc")), contains: []string{`"api.other.svc"`}},
+		{name: "a cluster called * gets no wildcard", policies: []policy.IssuancePolicy{ownNames()}, cluster: "*",
+			crt: crt("team", "web", fixture.WithNames("", "www.east.example.com")), contains: []string{`"www.east.example.com"`}},
+		{name: "a field the policy does not list", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt:      crt("team", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.URIs = []string{"spiffe://east/x"} })),
+			contains: []string{`spec.uris "spiffe://east/x" is not allowed (the policy allows none)`}},
+		{name: "isCA denied by default", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt: crt("team", "ca", fixture.WithNames("ca.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), contains: []string{"spec.isCA true is not allowed"}},
+		{name: "isCA allowed where a policy allows it", policies: []policy.IssuancePolicy{ownNames(), ca(1)}, cluster: "east",
+			crt: crt("pki-east", "ca", fixture.WithNames("Team CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), allowed: true, policy: "sub-ca"},
+		{name: "within bounds", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) {
+				s.IPAddresses = []string{"10.1.2.3", "fd00::1"}
+				s.Usages = []cmapi.KeyUsage{cmapi.UsageServerAuth}
+			})), allowed: true, policy: "bounded"},
+		{name: "maxDuration", policies: []policy.IssuancePolicy{bounded()}, crt: crt("a", "web"), contains: []string{"duration 2160h0m0s exceeds maxDuration 720h0m0s"}},
+		{name: "default duration counts", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.Duration = nil })), contains: []string{"duration 2160h0m0s exceeds"}},
+		{name: "ip outside the CIDRs", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IPAddresses = []string{"192.168.0.1"} })), contains: []string{`spec.ipAddresses "192.168.0.1" is not allowed (allowed: 10.0.0.0/8, fd00::1/128)`}},
+		{name: "usage not allowed", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.Usages = []cmapi.KeyUsage{cmapi.UsageClientAuth} })), contains: []string{`spec.usages "client auth"`}},
+		{name: "key algorithm", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.PrivateKey = nil })), contains: []string{"spec.privateKey.algorithm RSA is not allowed (allowed: ECDSA)"}},
+		{name: "key too large", policies: []policy.IssuancePolicy{bounded()},
+			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.PrivateKey.Size = 521 })), contains: []string{"spec.privateKey.size 521 is above maxSize 384"}},
+		{name: "literalSubject is checked like subject", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt:      crt("a", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = "CN=www.east.example.com,O=Evil" })),
+			contains: []string{`spec.subject.organizations "Evil" is not allowed`}},
+		{name: "literalSubject CN is the common name", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+			crt:      crt("a", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = "CN=www.west.example.com" })),
+			contains: []string{`spec.commonName "www.west.example.com"`}},
+		{name: "any one policy allowing is enough", policies: []policy.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
+			crt: crt("a", "web", fixture.WithNames("", "www.east.example.com")), allowed: true, policy: "own-names"},
+		{name: "every policy considered is named", policies: []policy.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
+			crt: crt("a", "web", fixture.WithNames("", "www.prod.example.com")), contains: []string{"(dev, own-names)", "dev: spec.dnsNames", "own-names: spec.dnsNames"}},
+		{name: "required field missing", policies: []policy.IssuancePolicy{fixture.Policy("req", policy.Spec{Allowed: policy.Allowed{
+			DNSNames: &policy.StringValues{Values: []string{"*"}, Required: true}, CommonName: &policy.StringValue{Value: "*"}}})},
+			crt: crt("a", "web", fixture.WithNames("web")), contains: []string{"spec.dnsNames is required"}},
+		{name: "issuer selector by kind", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("ns-issuers", policy.Spec{
+			Selector: policy.Selector{IssuerRef: &policy.IssuerRefSelector{Kind: "Issuer"}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+			crt: crt("a", "web", fixture.WithIssuer(cmmeta.IssuerReference{Name: "local"})), allowed: true, policy: "ns-issuers"},
+		{name: "issuer selector by name skips others", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("other-ca", policy.Spec{
+			Selector: policy.Selector{IssuerRef: &policy.IssuerRefSelector{Name: "other-*"}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+			crt: crt("a", "web"), contains: []string{"no IssuancePolicy selects"}},
+		{name: "an invalid policy allows nothing", def: policy.Allow, policies: []policy.IssuancePolicy{fixture.Policy("broken", policy.Spec{
+			Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*"), IPAddresses: fixture.Values("10.0.0.0/33")}})},
+			crt: crt("a", "web"), contains: []string{"broken: the policy is invalid", "10.0.0.0/33"}},
+		{name: "cluster names", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("east-only", policy.Spec{
+			Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchNames: []string{"east-*"}}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+			cluster: "west-1", crt: crt("a", "web"), contains: []string{"no IssuancePolicy selects"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			def := tc.def
+			if def == "" {
+				def = policy.Allow
+			}
+			set, _ := policy.Compile(tc.policies, def)
+			cluster := tc.cluster
+			if cluster == "" {
+				cluster = "c1"
+			}
+			d := set.Evaluate(policy.Request{Cluster: cluster, ClusterLabels: tc.labels, Certificate: tc.crt})
+			if d.Allowed != tc.allowed {
+				t.Fatalf("Allowed = %v, want %v (message %q)", d.Allowed, tc.allowed, d.Message)
+			}
+			if d.Policy != tc.policy {
+				t.Errorf("Policy = %q, want %q", d.Policy, tc.policy)
+			}
+			for _, s := range tc.contains {
+				if !strings.Contains(d.Message, s) {
+					t.Errorf("message %q does not contain %q", d.Message, s)
+				}
+			}
+		})
+	}
+}
+
+func TestAllowedCAGetsThePolicysPathLength(t *testing.T) {
+	set, err := policy.Compile([]policy.IssuancePolicy{ca(2)}, policy.Deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := set.Evaluate(policy.Request{Cluster: "c", Certificate: crt("pki-a", "ca", fixture.WithNames("CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true }))})
+	if !d.Allowed || d.MaxPathLen == nil || *d.MaxPathLen != 2 {
+		t.Fatalf("decision %+v, want allowed with MaxPathLen 2", d)
+	}
+}
+
+func TestCompileReportsInvalidPolicies(t *testing.T) {
+	_, err := policy.Compile([]policy.IssuancePolicy{
+		fixture.Policy("bad-selector", policy.Spec{Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}),
+		fixture.Policy("bad-bounds", policy.Spec{Constraints: policy.Constraints{MinDuration: &metav1.Duration{Duration: time.Hour}, MaxDuration: &metav1.Duration{Duration: time.Minute}}}),
+		ownNames(),
+	}, policy.Deny)
+	for _, want := range []string{`"bad-selector"`, `"bad-bounds"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Compile error %v does not name %s", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "own-names") {
+		t.Errorf("Compile error %v names the valid policy", err)
+	}
+}
+
+// BenchmarkEvaluate100 is one Certificate against 100 policies that all
+// select it, the last one allowing it (the worst case: every policy checked).
+func BenchmarkEvaluate100(b *testing.B) {
+	var ps []policy.IssuancePolicy
+	for i := range 99 {
+		ps = append(ps, fixture.Policy(fmt.Sprintf("p%03d", i), policy.Spec{Allowed: policy.Allowed{
+			CommonName: &policy.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
+			DNSNames:   fixture.Values(fmt.Sprintf("*.team%d.{{cluster}}.example.com", i), "*.{{namespace}}.svc"),
+		}}))
+	}
+	ps = append(ps, fixture.Policy("p999", policy.Spec{Allowed: policy.Allowed{
+		CommonName: &policy.StringValue{Value: "*.{{cluster}}.example.com"}, DNSNames: fixture.Values("*.{{cluster}}.example.com"),
+	}}))
+	set, err := policy.Compile(ps, policy.Deny)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := policy.Request{Cluster: "east", ClusterLabels: dev, Certificate: crt("team", "web", fixture.WithNames("www.east.example.com", "www.east.example.com", "api.east.example.com"))}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := set.Evaluate(req); !d.Allowed || d.Policy != "p999" {
+			b.Fatalf("decision %+v", d)
+		}
+	}
+}

@@ -16,7 +16,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand(), newClusterCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newVersionCommand())
 	return root
 }
 

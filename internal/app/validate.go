@@ -177,12 +177,18 @@ func (v *validator) add(f Finding) { v.findings = append(v.findings, f) }
 
 // input validates a file, a directory (recursively) or "-" (stdin).
 func (v *validator) input(stdin io.Reader, arg string) error {
+	return eachInput(stdin, arg, v.file)
+}
+
+// eachInput calls fn with the file arg names: a file, a directory (its
+// *.yaml, *.yml and *.json files, recursively, sorted) or "-" (stdin).
+func eachInput(stdin io.Reader, arg string, fn func(name string, raw []byte)) error {
 	if arg == "-" {
 		raw, err := io.ReadAll(stdin)
 		if err != nil {
 			return fmt.Errorf("failed to read standard input: %w", err)
 		}
-		v.file("-", raw)
+		fn("-", raw)
 		return nil
 	}
 	st, err := os.Stat(arg)
@@ -194,7 +200,7 @@ func (v *validator) input(stdin io.Reader, arg string) error {
 		if err != nil {
 			return err
 		}
-		v.file(arg, raw)
+		fn(arg, raw)
 		return nil
 	}
 	var files []string
@@ -219,7 +225,7 @@ func (v *validator) input(stdin io.Reader, arg string) error {
 		if err != nil {
 			return err
 		}
-		v.file(f, raw)
+		fn(f, raw)
 	}
 	return nil
 }

@@ -39,18 +39,20 @@ const (
 
 // ClusterStatus is one row of `certhub status`.
 type ClusterStatus struct {
-	Cluster       string           `json:"cluster"`
-	Secret        string           `json:"secret"`
-	Server        string           `json:"server,omitempty"`
-	Owner         string           `json:"owner,omitempty"`
-	State         string           `json:"state"`
-	Error         string           `json:"error,omitempty"`
-	Ready         int              `json:"ready"`
-	Total         int              `json:"total"`
-	SoonestExpiry *time.Time       `json:"soonestExpiry,omitempty"`
-	NextRenewal   *time.Time       `json:"nextRenewal,omitempty"`
-	LastWrite     *time.Time       `json:"lastWrite,omitempty"`
-	Certificates  []CertificateRow `json:"certificates,omitempty"`
+	Cluster       string     `json:"cluster"`
+	Secret        string     `json:"secret"`
+	Server        string     `json:"server,omitempty"`
+	Owner         string     `json:"owner,omitempty"`
+	State         string     `json:"state"`
+	Error         string     `json:"error,omitempty"`
+	Ready         int        `json:"ready"`
+	Total         int        `json:"total"`
+	SoonestExpiry *time.Time `json:"soonestExpiry,omitempty"`
+	NextRenewal   *time.Time `json:"nextRenewal,omitempty"`
+	LastWrite     *time.Time `json:"lastWrite,omitempty"`
+	// Violations counts issued certificates the policies no longer allow.
+	Violations   int              `json:"policyViolations,omitempty"`
+	Certificates []CertificateRow `json:"certificates,omitempty"`
 }
 
 // CertificateRow is one Certificate in `certhub status --cluster`.
@@ -64,6 +66,9 @@ type CertificateRow struct {
 	NotAfter  *time.Time `json:"notAfter,omitempty"`
 	Renewal   *time.Time `json:"renewalTime,omitempty"`
 	WrittenBy string     `json:"writtenBy,omitempty"`
+	// PolicyViolation: the issued certificate is one the issuance policies
+	// no longer allow (condition PolicyViolation=True; not revoked).
+	PolicyViolation bool `json:"policyViolation,omitempty"`
 }
 
 type statusOptions struct {
@@ -219,10 +224,16 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 		cr := CertificateRow{Namespace: crt.Namespace, Name: crt.Name, Ready: "Unknown", Secret: crt.Spec.SecretName,
 			Issuer: crt.Spec.IssuerRef.Kind + "/" + crt.Spec.IssuerRef.Name, WrittenBy: written[crt.Namespace+"/"+crt.Spec.SecretName]}
 		for _, cond := range crt.Status.Conditions {
-			if cond.Type == cmapi.CertificateConditionReady {
+			switch cond.Type {
+			case cmapi.CertificateConditionReady:
 				cr.Ready, cr.Reason = string(cond.Status), cond.Reason
 				if cond.Status == cmmeta.ConditionTrue {
 					row.Ready++
+				}
+			case certsync.ConditionPolicyViolation:
+				if cond.Status == cmmeta.ConditionTrue {
+					cr.PolicyViolation = true
+					row.Violations++
 				}
 			}
 		}
@@ -276,9 +287,16 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		}
 		r := rows[0]
 		fmt.Fprintf(tw, "cluster %s (%s), owner %s, %s %s\n\n", r.Cluster, r.Server, r.Owner, r.State, r.Error)
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tSECRET\tISSUER\tEXPIRATION\tRENEWAL\tWRITTEN BY")
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tPOLICY\tSECRET\tISSUER\tEXPIRATION\tRENEWAL\tWRITTEN BY")
 		for _, c := range r.Certificates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, c.Ready, c.Reason, c.Secret, c.Issuer, ts(c.NotAfter), ts(c.Renewal), c.WrittenBy)
+			pol := "-"
+			if c.PolicyViolation {
+				pol = "VIOLATION"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, c.Ready, c.Reason, pol, c.Secret, c.Issuer, ts(c.NotAfter), ts(c.Renewal), c.WrittenBy)
+		}
+		if r.Violations > 0 {
+			fmt.Fprintf(tw, "\n%d issued certificate(s) violate the current issuance policies (not revoked; their renewal will be denied)\n", r.Violations)
 		}
 		return tw.Flush()
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -61,6 +63,20 @@ func NewObject() *unstructured.Unstructured {
 func (e *Engine) SetupWithManager(mgr manager.Manager) error {
 	e.reader = mgr.GetClient()
 	e.log = mgr.GetLogger().WithName("policy")
+	// The controller below hears of every change, but of nothing when there
+	// is no policy at all: the first load is a runnable of its own.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := e.reload(ctx); err != nil {
+				e.log.Error(err, "failed to load issuance policies; retrying")
+				return false, nil
+			}
+			return true, nil
+		})
+		return nil
+	})); err != nil {
+		return fmt.Errorf("failed to add policy loader: %w", err)
+	}
 	return builder.ControllerManagedBy(mgr).
 		Named("issuancepolicy").
 		For(NewObject()).

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/testbed"
@@ -192,6 +194,26 @@ func TestPolicyChangesTakeEffectLive(t *testing.T) {
 		t.Errorf("the Secret changed after the policy was narrowed; it must be left as issued")
 	}
 	t.Logf("violation: %s", fixture.Condition(crt, certsync.ConditionPolicyViolation).Message)
+
+	// certhub status --cluster flags it.
+	var out bytes.Buffer
+	cmd := app.NewCommand()
+	cmd.SetArgs([]string{"status", "--kubeconfig", env.Kubeconfig, "--namespace", bed.HubNamespace(),
+		"--cluster-secret-namespace", bed.ArgoNamespace(), "--timeout", "5s", "--cluster", cp.Name})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("certhub status --cluster %s: %v\n%s", cp.Name, err, out.String())
+	}
+	var row string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, ns+" ") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, "VIOLATION") || !strings.Contains(out.String(), "violate the current issuance policies") {
+		t.Errorf("certhub status --cluster does not flag %s/web:\n%s", ns, out.String())
+	}
 }
 
 // Nothing a downstream cluster admin does downstream changes the outcome:

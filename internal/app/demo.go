@@ -18,12 +18,16 @@ import (
 	uzap "go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 )
@@ -50,10 +54,14 @@ func newDemoCommand() *cobra.Command {
   3. register each downstream cluster as an Argo CD cluster Secret in the hub,
   4. run --replicas hub replicas as processes ('certhub run'); they split the
      clusters between them, one writer per cluster,
-  5. apply example Certificates in every downstream cluster,
-  6. wait until all are Ready and print who owns each cluster and what was
+  5. install an IssuancePolicy in the hub (the replicas run with
+     --default-policy=deny): each cluster may get names under its own
+     subdomain only,
+  6. apply example Certificates in every downstream cluster, and one that asks
+     for another cluster's name; wait until the others are Ready and that one
+     is denied (PolicyDenied), and print who owns each cluster and what was
      issued,
-  7. stop (SIGTERM) the replica that owns the first cluster, issue one more
+  8. stop (SIGTERM) the replica that owns the first cluster, issue one more
      Certificate there and show the other replica took over.
 
 Everything is stopped and removed on exit and on Ctrl-C. 'make demo' builds
@@ -73,6 +81,25 @@ the binaries and runs this.`,
 	cmd.Flags().DurationVar(&d.timeout, "timeout", d.timeout, "Give up when the Certificates are not Ready after this long")
 	cmd.Flags().BoolVarP(&d.verbose, "verbose", "v", d.verbose, "Show the hub's logs")
 	return cmd
+}
+
+// demoPolicy lets each cluster get names under its own subdomain, and each
+// namespace its in-cluster service name.
+func demoPolicy() policy.IssuancePolicy {
+	return policy.IssuancePolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policy.GroupVersion.String(), Kind: policy.GVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "own-subdomain"},
+		Spec: policy.Spec{Allowed: policy.Allowed{
+			DNSNames: &policy.StringValues{Values: []string{"*.{{cluster}}.example.com", "{{namespace}}.svc.cluster.local"}},
+		}, Constraints: policy.Constraints{PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm}}},
+	}
+}
+
+// demoDenied asks, in cluster, for a name of other: the policy denies it.
+func demoDenied(cluster, other string) *cmapi.Certificate {
+	crt := demoCertificates(cluster)[0]
+	crt.Name, crt.Spec.SecretName, crt.Spec.DNSNames = "stolen", "stolen-tls", []string{"shop." + other + ".example.com"}
+	return crt
 }
 
 // demoCertificates are applied to every downstream cluster.
@@ -127,6 +154,14 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	pol, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptr.To(demoPolicy()))
+	if err != nil {
+		return err
+	}
+	if err := bed.Hub.Client.Create(ctx, &unstructured.Unstructured{Object: pol}); err != nil {
+		return fmt.Errorf("failed to create the demo IssuancePolicy: %w", err)
+	}
+	step("installed IssuancePolicy %q in the hub: each cluster may get *.<cluster>.example.com only (replicas run with --default-policy=deny)", demoPolicy().Name)
 	replicas := map[string]*demoReplica{}
 	defer func() {
 		for _, r := range replicas {
@@ -155,13 +190,20 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 			total++
 		}
 	}
-	step("applied %d Certificates to %d downstream clusters; waiting for Ready", total, len(bed.Downstreams))
-	rows, err := waitDemoReady(ctx, bed, total, d.timeout)
+	denied := 0
+	if len(bed.Downstreams) > 1 {
+		if err := bed.Downstreams[0].Client.Create(ctx, demoDenied(bed.Downstreams[0].Name, bed.Downstreams[1].Name)); err != nil {
+			return fmt.Errorf("failed to create Certificate in %s: %w", bed.Downstreams[0].Name, err)
+		}
+		denied++
+	}
+	step("applied %d Certificates to %d downstream clusters, and %d asking for another cluster's name; waiting for Ready (and PolicyDenied)", total, len(bed.Downstreams), denied)
+	rows, err := waitDemoReady(ctx, bed, total, denied, d.timeout)
 	if err != nil {
 		printDemoTable(out, rows)
 		return err
 	}
-	step("all %d Certificates Ready", total)
+	step("all %d Certificates Ready, %d denied by the issuance policy", total, denied)
 	fmt.Fprintln(out)
 	printDemoTable(out, rows)
 	fmt.Fprintln(out)
@@ -188,7 +230,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		return fmt.Errorf("failed to create Certificate in %s: %w", first.Name, err)
 	}
 	total++
-	rows, err = waitDemoReady(ctx, bed, total, d.timeout)
+	rows, err = waitDemoReady(ctx, bed, total, denied, d.timeout)
 	if err != nil {
 		printDemoTable(out, rows)
 		return err
@@ -230,6 +272,7 @@ func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbe
 	cmd := exec.Command(self, "run", "--kubeconfig", kubeconfig, "--identity", id,
 		"--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--default-policy", "deny",
 		"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms", "--renew-interval", "1s")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if verbose {
@@ -270,7 +313,9 @@ func demoOwner(ctx context.Context, bed *testbed.Bed, cluster string) string {
 	return owners.Owner(cluster)
 }
 
-func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout time.Duration) ([]demoRow, error) {
+// waitDemoReady waits until total Certificates are Ready and denied are
+// Ready=False/PolicyDenied.
+func waitDemoReady(ctx context.Context, bed *testbed.Bed, total, denied int, timeout time.Duration) ([]demoRow, error) {
 	var rows []demoRow
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		rows = rows[:0]
@@ -293,13 +338,16 @@ func waitDemoReady(ctx context.Context, bed *testbed.Bed, total int, timeout tim
 				rows = append(rows, demoRow{cluster: cp.Name, crt: crt, owner: owners.Owner(cp.Name), writer: writer})
 			}
 		}
-		ready := 0
+		ready, refused := 0, 0
 		for _, r := range rows {
 			if r.ready() {
 				ready++
 			}
+			if _, reason := r.condition(); reason == certsync.ReasonPolicyDenied {
+				refused++
+			}
 		}
-		return ready == total, nil
+		return ready == total && refused == denied, nil
 	})
 	if err != nil {
 		return rows, fmt.Errorf("not all Certificates became Ready within %s: %w", timeout, err)
@@ -313,27 +361,33 @@ type demoRow struct {
 }
 
 func (r demoRow) ready() bool {
+	status, _ := r.condition()
+	return status == cmmeta.ConditionTrue
+}
+
+// condition is the Ready condition's status and reason.
+func (r demoRow) condition() (cmmeta.ConditionStatus, string) {
 	for _, c := range r.crt.Status.Conditions {
 		if c.Type == cmapi.CertificateConditionReady {
-			return c.Status == cmmeta.ConditionTrue
+			return c.Status, c.Reason
 		}
 	}
-	return false
+	return cmmeta.ConditionUnknown, ""
 }
 
 func printDemoTable(out io.Writer, rows []demoRow) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tOWNER\tCERTIFICATE\tREADY\tSECRET\tWRITTEN BY\tNOT AFTER\tISSUER")
+	fmt.Fprintln(tw, "CLUSTER\tOWNER\tCERTIFICATE\tREADY\tREASON\tSECRET\tWRITTEN BY\tNOT AFTER\tISSUER")
 	for _, r := range rows {
 		notAfter := "-"
 		if r.crt.Status.NotAfter != nil {
 			notAfter = r.crt.Status.NotAfter.UTC().Format(time.RFC3339)
 		}
-		ready := "False"
-		if r.ready() {
-			ready = "True"
+		status, reason := r.condition()
+		if reason == "" {
+			reason = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\t%s/%s\n", r.cluster, r.owner, r.crt.Namespace, r.crt.Name, ready,
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\n", r.cluster, r.owner, r.crt.Namespace, r.crt.Name, status, reason,
 			r.crt.Spec.SecretName, r.writer, notAfter, r.crt.Spec.IssuerRef.Kind, r.crt.Spec.IssuerRef.Name)
 	}
 	_ = tw.Flush()

@@ -51,15 +51,32 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("certhub demo: %v\n%s", err, out)
 	}
 	text := string(out)
-	for _, want := range []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status"} {
+	for _, want := range []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status", "IssuancePolicy"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the demo output lacks %q:\n%s", want, text)
 		}
 	}
+	// Demo table rows: CLUSTER OWNER NAMESPACE/NAME READY REASON ...; every
+	// Certificate is Ready but shop/stolen, which the policy denies.
+	rows, denied := 0, 0
 	for _, line := range strings.Split(text, "\n") {
-		if f := strings.Fields(line); len(f) > 3 && strings.HasPrefix(f[0], "cluster-") && strings.Contains(f[1], "/") && f[2] != "True" {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasPrefix(f[0], "cluster-") || !strings.Contains(f[2], "/") {
+			continue
+		}
+		rows++
+		switch {
+		case f[2] == "shop/stolen":
+			if f[3] != "False" || f[4] != "PolicyDenied" {
+				t.Errorf("shop/stolen asks for another cluster's name and must be denied: %s", line)
+			}
+			denied++
+		case f[3] != "True":
 			t.Errorf("a Certificate in the demo table is not Ready: %s", line)
 		}
+	}
+	if rows == 0 || denied == 0 {
+		t.Errorf("the demo tables show %d Certificate rows, %d denied; want both > 0:\n%s", rows, denied, text)
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 	jks "github.com/pavlo-v-chernykh/keystore-go/v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"software.sslmate.com/src/go-pkcs12"
 
@@ -84,21 +83,7 @@ func base(name string) *cmapi.Certificate {
 }
 
 func TestNamesSubjectAndUsages(t *testing.T) {
-	crt := base("names")
-	crt.Spec.CommonName = "names.example.com"
-	crt.Spec.DNSNames = []string{"names.example.com", "*.names.example.com"}
-	crt.Spec.IPAddresses = []string{"10.1.2.3", "fd00::1"}
-	crt.Spec.URIs = []string{"spiffe://cluster.local/ns/fields/sa/names"}
-	crt.Spec.EmailAddresses = []string{"ops@example.com"}
-	crt.Spec.OtherNames = []cmapi.OtherName{{OID: "1.3.6.1.4.1.311.20.2.3", UTF8Value: "upn@example.com"}}
-	crt.Spec.Subject = &cmapi.X509Subject{
-		Organizations: []string{"Example Org"}, Countries: []string{"DE"}, OrganizationalUnits: []string{"Platform"},
-		Localities: []string{"Berlin"}, Provinces: []string{"Berlin"}, StreetAddresses: []string{"Main St 1"},
-		PostalCodes: []string{"10115"}, SerialNumber: "42",
-	}
-	crt.Spec.Duration = &metav1.Duration{Duration: 2 * time.Hour}
-	crt.Spec.Usages = []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment, cmapi.UsageServerAuth, cmapi.UsageClientAuth}
-	crt.Spec.SecretTemplate = &cmapi.CertificateSecretTemplate{Labels: map[string]string{"team": "platform"}, Annotations: map[string]string{"owner": "ops"}}
+	crt := fixture.ParityCertificate("fields", issuerName, "names")
 	_, s, leaf := issue(t, crt)
 
 	if leaf.Subject.CommonName != "names.example.com" || !slices.Equal(leaf.DNSNames, crt.Spec.DNSNames) {
@@ -162,8 +147,10 @@ func TestKeyTypesAndEncodings(t *testing.T) {
 			func(k any) bool { _, ok := k.(ed25519.PrivateKey); return ok }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			crt := base(tc.name)
-			crt.Spec.PrivateKey = &tc.pk
+			crt := fixture.ParityCertificate("fields", issuerName, tc.name)
+			if *crt.Spec.PrivateKey != tc.pk {
+				t.Fatalf("fixture key %+v, want %+v", *crt.Spec.PrivateKey, tc.pk)
+			}
 			_, s, leaf := issue(t, crt)
 			block, _ := pem.Decode(s.Data[corev1.TLSPrivateKeyKey])
 			if block == nil || block.Type != tc.pemType {
@@ -181,11 +168,7 @@ func TestKeyTypesAndEncodings(t *testing.T) {
 }
 
 func TestCAAndLiteralSubject(t *testing.T) {
-	crt := base("sub-ca")
-	crt.Spec.IsCA = true
-	crt.Spec.CommonName = ""
-	crt.Spec.DNSNames = nil
-	crt.Spec.LiteralSubject = "CN=Team Sub CA,OU=Platform,O=Example Org,C=DE"
+	crt := fixture.ParityCertificate("fields", issuerName, "sub-ca")
 	_, _, leaf := issue(t, crt)
 	if !leaf.IsCA || !leaf.BasicConstraintsValid || leaf.KeyUsage&x509.KeyUsageCertSign == 0 {
 		t.Errorf("isCA not honoured: IsCA %v BasicConstraintsValid %v KeyUsage %v", leaf.IsCA, leaf.BasicConstraintsValid, leaf.KeyUsage)
@@ -199,10 +182,7 @@ func TestCAAndLiteralSubject(t *testing.T) {
 // re-issued on every reconcile (revision 1 → 151 in 13 s). cert-manager's
 // docs shape: literalSubject with CN, and dnsNames.
 func TestLiteralSubjectWithDNSNamesStaysPut(t *testing.T) {
-	crt := base("literal-dns")
-	crt.Spec.CommonName = ""
-	crt.Spec.DNSNames = []string{"app.example.com", "www.app.example.com"}
-	crt.Spec.LiteralSubject = "CN=literal-dns.example.com,OU=Platform,O=Example Org,L=Berlin,C=DE"
+	crt := fixture.ParityCertificate("fields", issuerName, "literal-dns")
 	got, _, leaf := issue(t, crt) // issue checks the stability invariant
 	if leaf.Subject.CommonName != "literal-dns.example.com" || !slices.Equal(leaf.DNSNames, crt.Spec.DNSNames) {
 		t.Errorf("CN %q DNS %v", leaf.Subject.CommonName, leaf.DNSNames)
@@ -219,13 +199,7 @@ func TestKeystoresAndOutputFormats(t *testing.T) {
 	if err := client.IgnoreAlreadyExists(c.Create(context.Background(), pwSecret)); err != nil {
 		t.Fatal(err)
 	}
-	crt := base("stores")
-	crt.Spec.Keystores = &cmapi.CertificateKeystores{
-		PKCS12: &cmapi.PKCS12Keystore{Create: true, Profile: cmapi.Modern2023PKCS12Profile,
-			PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "p12-password"}, Key: "pw"}},
-		JKS: &cmapi.JKSKeystore{Create: true, Password: ptr.To("changeit"), Alias: ptr.To("web")},
-	}
-	crt.Spec.AdditionalOutputFormats = []cmapi.CertificateAdditionalOutputFormat{{Type: cmapi.CertificateOutputFormatDER}, {Type: cmapi.CertificateOutputFormatCombinedPEM}}
+	crt := fixture.ParityCertificate("fields", issuerName, "stores")
 	_, s, leaf := issue(t, crt)
 
 	key, certs, _, err := pkcs12.DecodeChain(s.Data[cmapi.PKCS12SecretKey], "s3cret")

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
@@ -51,15 +52,17 @@ func main() {
 	n := flag.Int("n", 200, "Certificates per latency case")
 	burst := flag.Int("burst", 500, "Certificates created at once for the throughput case")
 	out := flag.String("out", "", "JSON output (default test/bench/results/issue-<time>.json)")
+	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	if err := run(*n, *burst, *out); err != nil {
+	if err := run(*n, *burst, *out, *cases); err != nil {
 		fmt.Fprintln(os.Stderr, "issuebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, burst int, out string) error {
+func run(n, burst int, out, cases string) error {
+	want := func(c string) bool { return strings.Contains(","+cases+",", ","+c+",") }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 1})
@@ -101,11 +104,21 @@ func run(n, burst int, out string) error {
 		return err
 	}
 	var results []Result
+	if want("policy") {
+		rs, err := policySideBySide(ctx, bed, w, ns, n)
+		if err != nil {
+			return err
+		}
+		results = append(results, rs...)
+	}
 	for _, alg := range []struct {
 		name string
 		a    cmapi.PrivateKeyAlgorithm
 		size int
 	}{{"ECDSA P-256", cmapi.ECDSAKeyAlgorithm, 256}, {"RSA-2048", cmapi.RSAKeyAlgorithm, 2048}} {
+		if !want("latency") {
+			break
+		}
 		var ds []time.Duration
 		before, err := benchutil.Requests(ctx, cp.Config)
 		if err != nil {
@@ -132,6 +145,9 @@ func run(n, burst int, out string) error {
 		results = append(results, r)
 	}
 
+	if !want("throughput") {
+		return report(results, out)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, burst)
@@ -163,7 +179,10 @@ func run(n, burst int, out string) error {
 		WallS: wall.Seconds(), PerSec: float64(burst) / wall.Seconds()}
 	benchutil.Logf("%s: all Ready after %.1fs (creating took %.1fs): %.1f certs/s", r.Case, r.WallS, created.Seconds(), r.PerSec)
 	results = append(results, r)
+	return report(results, out)
+}
 
+func report(results []Result, out string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nP1/P8 CASE (1 replica, CA issuer)\tN\tMEDIAN\tP90\tP99\tWALL\tCERTS/S\tDOWNSTREAM WRITES/CERT")
 	for _, r := range results {
@@ -209,4 +228,72 @@ func f(v float64, unit string) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%s", v, unit)
+}
+
+// policySideBySide measures P1 (ECDSA P-256, sequential) with no
+// IssuancePolicy and with 100 that all select the Certificates (the last,
+// by name, allows them: every policy is evaluated), in 4 interleaved blocks
+// per mode so machine drift hits both alike.
+func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyWatcher, ns string, n int) ([]Result, error) {
+	var objs []client.Object
+	for i := range 100 {
+		allowed := policy.Allowed{CommonName: &policy.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
+			DNSNames: fixture.Values(fmt.Sprintf("*.team%d.{{cluster}}.example.com", i))}
+		if i == 99 {
+			allowed = policy.Allowed{CommonName: &policy.StringValue{Value: "*.example.com"}, DNSNames: fixture.Values("*.example.com")}
+		}
+		objs = append(objs, fixture.PolicyObject(fixture.Policy(fmt.Sprintf("bench-%03d", i), policy.Spec{Allowed: allowed})))
+	}
+	set := func(on bool) error {
+		for _, o := range objs {
+			var err error
+			if on {
+				err = bed.Hub.Client.Create(ctx, o.DeepCopyObject().(client.Object))
+			} else {
+				err = client.IgnoreNotFound(bed.Hub.Client.Delete(ctx, o))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		time.Sleep(3 * time.Second) // let the hub reload and re-check every Certificate before measuring
+		return nil
+	}
+	ds := map[bool][]time.Duration{}
+	for b := range 8 {
+		on := b%2 == 1
+		if err := set(on); err != nil {
+			return nil, err
+		}
+		for i := range n / 4 {
+			d, err := createAndWait(ctx, bed.Downstreams[0].Client, w, cert(ns, fmt.Sprintf("pol-%d-%d-%04d", b, btoi(on), i), cmapi.ECDSAKeyAlgorithm, 256))
+			if err != nil {
+				return nil, err
+			}
+			ds[on] = append(ds[on], d)
+		}
+	}
+	if err := set(false); err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, on := range []bool{false, true} {
+		name := "create→Ready, sequential, ECDSA P-256, no IssuancePolicy"
+		if on {
+			name = "create→Ready, sequential, ECDSA P-256, 100 IssuancePolicies (all evaluated)"
+		}
+		r := Result{Case: name, N: len(ds[on]), MedianMS: benchutil.MS(benchutil.Quantile(ds[on], 0.5)),
+			P90MS: benchutil.MS(benchutil.Quantile(ds[on], 0.9)), P99MS: benchutil.MS(benchutil.Quantile(ds[on], 0.99))}
+		benchutil.Logf("%s: median %.1f ms, p90 %.1f ms, p99 %.1f ms", r.Case, r.MedianMS, r.P90MS, r.P99MS)
+		out = append(out, r)
+	}
+	benchutil.Logf("policy side by side: median ratio (100 policies / none) %.2f", out[1].MedianMS/out[0].MedianMS)
+	return out, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

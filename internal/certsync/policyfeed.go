@@ -3,7 +3,10 @@ package certsync
 import (
 	"context"
 	"sync"
+	"time"
 
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/workqueue"
@@ -15,27 +18,41 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 )
 
-// policyFeed enqueues every Certificate of every engaged cluster when the
-// issuance policies change: denied Certificates are decided again (and
-// issued ones re-checked for violations) without a restart.
+// policyFeed decides every Certificate of every engaged cluster again when
+// the issuance policies change, and queues those whose outcome may have
+// changed: denied Certificates issue without a restart, issued ones the
+// policies no longer allow are flagged.
 //
-//	policy.Engine ──Subscribe──▶ kick (coalesced) ──▶ loop: for each engaged
-//	cluster, list Certificates from its cache ──▶ the controller's queue
+//	policy.Engine ──Subscribe──▶ kick (a burst coalesces into one pass) ──▶
+//	for each engaged cluster, each Certificate in its cache: evaluate (µs);
+//	queue it if it is denied now, or its status carries a policy mark
+//	(Ready=False/PolicyDenied, PolicyViolation) ──▶ the controller's queue
+//
+// A Certificate that is allowed and carries no mark is not queued: a policy
+// change costs one evaluation per Certificate, and reconciles only where it
+// matters (GitOps applying 100 policies at once is one pass, not 100 waves).
 //
 // It is engaged with each cluster by the manager (multicluster.Aware) and
 // runs its loop as a Runnable; the controller hands it the queue through
 // source().
 type policyFeed struct {
-	log   logr.Logger
-	kicks chan struct{} // buffered 1: changes while a pass runs coalesce
+	log    logr.Logger
+	policy Policy
+	kicks  chan struct{} // buffered 1: changes while a pass runs coalesce
+	settle time.Duration // quiet time after a kick before the pass
 
 	mu       sync.Mutex // guards clusters and queue
-	clusters map[multicluster.ClusterName]cluster.Cluster
+	clusters map[multicluster.ClusterName]*engagement
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 }
 
-func newPolicyFeed(log logr.Logger) *policyFeed {
-	return &policyFeed{log: log.WithName("policy-feed"), kicks: make(chan struct{}, 1), clusters: map[multicluster.ClusterName]cluster.Cluster{}}
+// policyFeedSettle is how long the feed waits for a burst of policy changes
+// to end before its pass.
+const policyFeedSettle = 250 * time.Millisecond
+
+func newPolicyFeed(log logr.Logger, p Policy) *policyFeed {
+	return &policyFeed{log: log.WithName("policy-feed"), policy: p, settle: policyFeedSettle,
+		kicks: make(chan struct{}, 1), clusters: map[multicluster.ClusterName]*engagement{}}
 }
 
 // kick asks for a pass; it never blocks.
@@ -46,15 +63,19 @@ func (f *policyFeed) kick() {
 	}
 }
 
+// engagement is one engagement of a cluster (a re-engagement is another).
+type engagement struct{ cl cluster.Cluster }
+
 // Engage remembers the cluster until its context ends.
 func (f *policyFeed) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	e := &engagement{cl: cl}
 	f.mu.Lock()
-	f.clusters[name] = cl
+	f.clusters[name] = e
 	f.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		f.mu.Lock()
-		if f.clusters[name] == cl {
+		if f.clusters[name] == e {
 			delete(f.clusters, name)
 		}
 		f.mu.Unlock()
@@ -79,23 +100,50 @@ func (f *policyFeed) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-f.kicks:
+			f.quiet(ctx)
 			f.pass(ctx)
 		}
 	}
+}
+
+// quiet waits until no kick has come for f.settle (at most 20 × settle).
+func (f *policyFeed) quiet(ctx context.Context) {
+	for range 20 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.kicks:
+		case <-time.After(f.settle):
+			return
+		}
+	}
+}
+
+// stale reports whether crt's status may no longer match what the policies
+// decide now.
+func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate) bool {
+	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil && ready.Reason == ReasonPolicyDenied {
+		return true
+	}
+	if apiutil.GetCertificateCondition(crt, ConditionPolicyViolation) != nil {
+		return true
+	}
+	d, pending := f.policy.Evaluate(string(name), crt)
+	return pending || !d.Allowed
 }
 
 func (f *policyFeed) pass(ctx context.Context) {
 	f.mu.Lock()
 	q := f.queue
 	clusters := make(map[multicluster.ClusterName]cluster.Cluster, len(f.clusters))
-	for n, cl := range f.clusters {
-		clusters[n] = cl
+	for n, e := range f.clusters {
+		clusters[n] = e.cl
 	}
 	f.mu.Unlock()
 	if q == nil {
 		return // the controller has not started; it will list everything itself
 	}
-	n := 0
+	n, queued := 0, 0
 	for name, cl := range clusters {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
@@ -103,10 +151,25 @@ func (f *policyFeed) pass(ctx context.Context) {
 			f.log.Error(err, "failed to list Certificates after a policy change", "cluster", name)
 			continue
 		}
-		for _, u := range list.Items {
-			q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&u)}})
-			n++
+		c, qd := f.enqueue(q, name, list.Items)
+		n, queued = n+c, queued+qd
+	}
+	f.log.V(1).Info("issuance policies changed; Certificates decided again", "certificates", n, "queued", queued, "clusters", len(clusters))
+}
+
+// enqueue decides items (cluster name's Certificates) again and queues
+// those that may have changed; it returns how many it saw and queued.
+func (f *policyFeed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured) (n, queued int) {
+	for i := range items {
+		n++
+		crt, err := decodeCertificate(&items[i])
+		if err != nil {
+			continue // its own reconcile reports it
+		}
+		if f.stale(name, crt) {
+			q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(crt)}})
+			queued++
 		}
 	}
-	f.log.V(1).Info("issuance policies changed; Certificates queued", "certificates", n, "clusters", len(clusters))
+	return n, queued
 }

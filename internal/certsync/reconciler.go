@@ -157,9 +157,17 @@ func (o Options) Validate() error {
 }
 
 // CacheOptions makes a downstream cluster cache only the Secrets certhub
-// manages, never every Secret (cert-manager's memory lesson).
+// manages, never every Secret (cert-manager's memory lesson), and makes its
+// client read unstructured objects from the cache: Certificates are cached
+// unstructured (decode.go), and controller-runtime's client otherwise reads
+// every unstructured object live — a GET per reconcile and a LIST of the
+// namespace's Certificates for the Secret-owner check.
 func CacheOptions() cluster.Option {
 	return func(o *cluster.Options) {
+		if o.Client.Cache == nil {
+			o.Client.Cache = &client.CacheOptions{}
+		}
+		o.Client.Cache.Unstructured = true
 		if o.Cache.ByObject == nil {
 			o.Cache.ByObject = map[client.Object]cache.ByObject{}
 		}
@@ -184,7 +192,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	r := &reconciler{getCluster: mgr.GetCluster, opts: opts, metrics: m, guard: opts.loopGuard()}
 	base := mgr.GetLogger().WithName("certsync")
-	feed := newPolicyFeed(base)
+	feed := newPolicyFeed(base, opts.Policy)
 	if opts.Policy != nil {
 		if err := mgr.Add(feed); err != nil {
 			return fmt.Errorf("failed to add policy feed: %w", err)

@@ -328,6 +328,16 @@ func (x vars) segAt(seg []piece, v string, at int) bool {
 	return true
 }
 
+// index is the first position >= from where seg (of length n) matches v, or -1.
+func (x vars) index(seg []piece, v string, from, n int) int {
+	for at := from; at+n <= len(v); at++ {
+		if x.segAt(seg, v, at) {
+			return at
+		}
+	}
+	return -1
+}
+
 func (p *pattern) match(v string, x vars) bool {
 	segs := p.segs
 	first, last := segs[0], segs[len(segs)-1]
@@ -341,12 +351,11 @@ func (p *pattern) match(v string, x vars) bool {
 	pos, end := lf, len(v)-ll
 	for _, mid := range segs[1 : len(segs)-1] {
 		n := x.segLen(mid)
-		for ; pos+n <= end && !x.segAt(mid, v[:end], pos); pos++ {
-		}
-		if pos+n > end {
+		at := x.index(mid, v[:end], pos, n)
+		if at < 0 {
 			return false
 		}
-		pos += n
+		pos = at + n
 	}
 	return true
 }

@@ -61,7 +61,7 @@ func NewObject() *unstructured.Unstructured {
 
 // SetupWithManager watches IssuancePolicies through the hub manager's cache.
 func (e *Engine) SetupWithManager(mgr manager.Manager) error {
-	e.reader = mgr.GetClient()
+	e.reader = mgr.GetCache() // the client would read unstructured objects live
 	e.log = mgr.GetLogger().WithName("policy")
 	// The controller below hears of every change, but of nothing when there
 	// is no policy at all: the first load is a runnable of its own.

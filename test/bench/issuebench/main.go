@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -235,7 +236,7 @@ func f(v float64, unit string) string {
 // by name, allows them: every policy is evaluated), in 4 interleaved blocks
 // per mode so machine drift hits both alike.
 func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyWatcher, ns string, n int) ([]Result, error) {
-	var objs []client.Object
+	var objs []*unstructured.Unstructured
 	for i := range 100 {
 		allowed := policy.Allowed{CommonName: &policy.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
 			DNSNames: fixture.Values(fmt.Sprintf("*.team%d.{{cluster}}.example.com", i))}
@@ -248,7 +249,7 @@ func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyW
 		for _, o := range objs {
 			var err error
 			if on {
-				err = bed.Hub.Client.Create(ctx, o.DeepCopyObject().(client.Object))
+				err = bed.Hub.Client.Create(ctx, o.DeepCopy())
 			} else {
 				err = client.IgnoreNotFound(bed.Hub.Client.Delete(ctx, o))
 			}
@@ -256,7 +257,9 @@ func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyW
 				return err
 			}
 		}
-		time.Sleep(3 * time.Second) // let the hub reload and re-check every Certificate before measuring
+		// Each change makes the hub decide every Certificate again; measure
+		// after that wave, not inside it.
+		time.Sleep(10 * time.Second)
 		return nil
 	}
 	ds := map[bool][]time.Duration{}

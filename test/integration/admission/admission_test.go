@@ -80,8 +80,8 @@ func object(t *testing.T, crt *cmapi.Certificate, mutate func(spec map[string]an
 		t.Fatal(err)
 	}
 	delete(m, "status")
-	if mutate != nil {
-		mutate(m["spec"].(map[string]any))
+	if spec, ok := m["spec"].(map[string]any); ok && mutate != nil {
+		mutate(spec)
 	}
 	return &unstructured.Unstructured{Object: m}
 }

@@ -1,0 +1,238 @@
+package certsync
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/policy"
+)
+
+// fakePolicy answers every Evaluate with d (pending: not loaded yet).
+type fakePolicy struct {
+	d       policy.Decision
+	pending bool
+}
+
+func (f *fakePolicy) Evaluate(string, *cmapi.Certificate) (policy.Decision, bool) {
+	return f.d, f.pending
+}
+func (f *fakePolicy) Subscribe(func()) {}
+
+func withPolicy(h *reconcilerHarness) *fakePolicy {
+	p := &fakePolicy{d: policy.Decision{Allowed: true}}
+	h.r.opts.Policy = p
+	return p
+}
+
+func TestReconcilePolicyDecisions(t *testing.T) {
+	t.Run("denied: Ready=False, a Warning Event, nothing written", func(t *testing.T) {
+		h := newReconcilerHarness(t, nil, testCertificate())
+		withPolicy(h).d = policy.Decision{Message: `denied by every IssuancePolicy that selects it (dev); dev: spec.dnsNames "x" is not allowed`}
+		if res := h.reconcile("web"); res.RequeueAfter != 0 {
+			t.Errorf("requeue after %s; a denial waits for a policy change", res.RequeueAfter)
+		}
+		c := ready(h.certificate("web"))
+		if c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, `(dev); dev: spec.dnsNames "x"`) {
+			t.Fatalf("Ready %+v", c)
+		}
+		if h.secret("web-tls") != nil {
+			t.Errorf("a Secret was written for a denied Certificate")
+		}
+		if ev := h.events(); !strings.Contains(ev, "Warning "+ReasonPolicyDenied) {
+			t.Errorf("events %q", ev)
+		}
+	})
+	t.Run("pending: retried soon, nothing written", func(t *testing.T) {
+		h := newReconcilerHarness(t, nil, testCertificate())
+		withPolicy(h).pending = true
+		if res := h.reconcile("web"); res.RequeueAfter != policyPendingRequeue {
+			t.Errorf("requeue after %s, want %s", res.RequeueAfter, policyPendingRequeue)
+		}
+		if ready(h.certificate("web")) != nil || h.secret("web-tls") != nil {
+			t.Errorf("wrote before the policies were loaded")
+		}
+	})
+	t.Run("an allowed sub-CA carries the policy's path length", func(t *testing.T) {
+		crt := testCertificate()
+		crt.Spec.IsCA = true
+		h := newReconcilerHarness(t, nil, crt)
+		two := 2
+		withPolicy(h).d = policy.Decision{Allowed: true, Policy: "sub-ca", MaxPathLen: &two}
+		h.reconcile("web")
+		cert, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cert.IsCA || cert.MaxPathLen != 2 {
+			t.Errorf("IsCA %v MaxPathLen %d, want a CA with 2", cert.IsCA, cert.MaxPathLen)
+		}
+	})
+	t.Run("narrowed after issuance: flagged, not revoked; cleared when allowed again", func(t *testing.T) {
+		h := newReconcilerHarness(t, nil, testCertificate())
+		p := withPolicy(h)
+		h.reconcile("web")
+		issued := h.secret("web-tls").ResourceVersion
+		p.d = policy.Decision{Message: "denied by every IssuancePolicy that selects it (prod)"}
+		h.reconcile("web")
+		crt := h.certificate("web")
+		v := apiutilCondition(crt, ConditionPolicyViolation)
+		if c := ready(crt); c == nil || c.Status != cmmeta.ConditionTrue {
+			t.Fatalf("Ready %+v: a violating certificate stays Ready", c)
+		}
+		if v == nil || v.Status != cmmeta.ConditionTrue || v.Reason != ReasonPolicyDenied || !strings.Contains(v.Message, "(prod)") {
+			t.Fatalf("PolicyViolation %+v", v)
+		}
+		if h.secret("web-tls").ResourceVersion != issued {
+			t.Errorf("the Secret was rewritten")
+		}
+		if n := len(h.r.metrics.violating["east"]); n != 1 {
+			t.Errorf("violations counted for east: %d, want 1", n)
+		}
+		p.d = policy.Decision{Allowed: true}
+		h.reconcile("web")
+		if apiutilCondition(h.certificate("web"), ConditionPolicyViolation) != nil || len(h.r.metrics.violating["east"]) != 0 {
+			t.Errorf("the violation was not cleared once allowed again")
+		}
+	})
+}
+
+func apiutilCondition(crt *cmapi.Certificate, typ cmapi.CertificateConditionType) *cmapi.CertificateCondition {
+	for i := range crt.Status.Conditions {
+		if crt.Status.Conditions[i].Type == typ {
+			return &crt.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// The feed queues only Certificates whose outcome may have changed: denied
+// now, or carrying a policy mark.
+func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
+	mk := func(name, dns, readyReason string, violation bool) unstructured.Unstructured {
+		crt := testCertificate()
+		crt.Name, crt.Spec.CommonName, crt.Spec.DNSNames = name, "", []string{dns}
+		if readyReason != "" {
+			crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: readyReason})
+		}
+		if violation {
+			crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue, Reason: ReasonPolicyDenied})
+		}
+		crt.APIVersion, crt.Kind = cmapi.SchemeGroupVersion.String(), cmapi.CertificateKind
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return unstructured.Unstructured{Object: m}
+	}
+	set, err := policy.Compile([]policy.IssuancePolicy{{Spec: policy.Spec{Allowed: policy.Allowed{DNSNames: &policy.StringValues{Values: []string{"*.ok.example.com"}}}}}}, policy.Deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := []unstructured.Unstructured{
+		mk("allowed-quiet", "a.ok.example.com", "", false),
+		mk("allowed-was-denied", "b.ok.example.com", ReasonPolicyDenied, false),
+		mk("allowed-was-violating", "c.ok.example.com", "", true),
+		mk("denied", "d.bad.example.com", "", false),
+		mk("allowed-other-failure", "e.ok.example.com", "IssuerNotFound", false),
+	}
+	f := newPolicyFeed(logr.Discard(), evaluator{set})
+	q := workqueue.NewTyped[mcreconcile.Request]()
+	defer q.ShutDown()
+	if n, queued := f.enqueue(q, "east", items); n != len(items) || queued != 3 {
+		t.Errorf("saw %d, queued %d; want %d and 3", n, queued, len(items))
+	}
+	var got []string
+	for q.Len() > 0 {
+		r, _ := q.Get()
+		got = append(got, r.Name)
+		q.Done(r)
+	}
+	if want := "allowed-was-denied,allowed-was-violating,denied"; strings.Join(slices.Sorted(slices.Values(got)), ",") != want {
+		t.Errorf("queued %v, want %s", got, want)
+	}
+}
+
+// evaluator adapts a policy.Set to Policy.
+type evaluator struct{ set *policy.Set }
+
+func (e evaluator) Evaluate(cluster string, crt *cmapi.Certificate) (policy.Decision, bool) {
+	return e.set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt}), false
+}
+func (evaluator) Subscribe(func()) {}
+
+// listCache serves a fixed list of Certificates.
+type listCache struct {
+	cache.Cache
+	items []unstructured.Unstructured
+}
+
+func (c listCache) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	if ul, ok := list.(*unstructured.UnstructuredList); ok {
+		ul.Items = append(ul.Items, c.items...)
+	}
+	return nil
+}
+
+type cacheCluster struct {
+	cluster.Cluster
+	c listCache
+}
+
+func (c cacheCluster) GetCache() cache.Cache { return c.c }
+
+// The feed runs a pass per burst of kicks over the clusters engaged with it,
+// and forgets a cluster when its engagement ends.
+func TestPolicyFeedPassAfterKicks(t *testing.T) {
+	denied := testCertificate()
+	denied.APIVersion, denied.Kind = cmapi.SchemeGroupVersion.String(), cmapi.CertificateKind
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(denied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newPolicyFeed(logr.Discard(), &fakePolicy{d: policy.Decision{Message: "denied"}})
+	f.settle = time.Millisecond
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	defer q.ShutDown()
+	if err := f.source().Start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clusterCtx, disengage := context.WithCancel(ctx)
+	if err := f.Engage(clusterCtx, "east", cacheCluster{c: listCache{items: []unstructured.Unstructured{{Object: m}}}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = f.Start(ctx) }()
+	f.kick()
+	f.kick() // coalesces
+	r, _ := q.Get()
+	if r.ClusterName != "east" || r.Name != "web" {
+		t.Fatalf("queued %+v, want east shop/web", r)
+	}
+	q.Done(r)
+	disengage()
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.clusters) == 0, nil
+	}); err != nil {
+		t.Fatal("the cluster was not forgotten after its engagement ended")
+	}
+}

@@ -3,6 +3,8 @@ package policy
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
@@ -281,4 +283,54 @@ func leaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// `certhub policy check` against the live hub reads the hub's policies and
+// the cluster's labels from its Argo CD cluster Secret, and agrees with the
+// hub.
+func TestPolicyCheckAgainstTheLiveHub(t *testing.T) {
+	const ns = "check-live"
+	createPolicy(t, fixture.Policy("check-dev", policy.Spec{
+		Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}, Namespaces: onlyNamespace(ns)},
+		Allowed:  policy.Allowed{DNSNames: fixture.Values("*.dev.example.com")},
+	}))
+	manifest := filepath.Join(t.TempDir(), "certs.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: ok}
+spec:
+  secretName: ok-tls
+  dnsNames: [api.dev.example.com]
+  issuerRef: {kind: ClusterIssuer, name: policy-ca}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: grab}
+spec:
+  secretName: grab-tls
+  dnsNames: [api.prod.example.com]
+  issuerRef: {kind: ClusterIssuer, name: policy-ca}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(cluster string) (string, error) {
+		var out bytes.Buffer
+		cmd := app.NewCommand()
+		cmd.SetArgs([]string{"policy", "check", "--kubeconfig", env.Kubeconfig, "--cluster-secret-namespace", bed.ArgoNamespace(),
+			"--cluster", cluster, "--namespace", ns, manifest})
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	out, err := check("cluster-1") // env=dev
+	t.Log(out)
+	if err == nil || !strings.Contains(out, `ALLOWED check-live/ok: allowed by IssuancePolicy "check-dev"`) ||
+		!strings.Contains(out, `DENIED  check-live/grab: denied by every IssuancePolicy that selects it (check-dev)`) {
+		t.Errorf("cluster-1: err %v, output:\n%s", err, out)
+	}
+	out, err = check("cluster-2") // env=prod: nothing selects, and the default the check assumes is deny
+	if err == nil || strings.Count(out, "no IssuancePolicy selects cluster \"cluster-2\"") != 2 {
+		t.Errorf("cluster-2: err %v, output:\n%s", err, out)
+	}
 }

@@ -3,10 +3,10 @@ package policy
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"crypto/x509"
 	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"

@@ -58,6 +58,10 @@ type Options struct {
 	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
 	LoopMaxIssuances int
 	LoopWindow       time.Duration
+	// AllowPlainHTTPClusters and AllowLinkLocalClusters lift the inventory's
+	// refusal of http:// servers and of link-local / cloud metadata
+	// addresses. Default false.
+	AllowPlainHTTPClusters, AllowLinkLocalClusters bool
 	// DefaultPolicy decides Certificates no IssuancePolicy selects: "allow"
 	// (certhub before policies) or "deny". Defaults to "allow"; the shipped
 	// kustomize base sets "deny".
@@ -116,6 +120,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
 	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
 	fs.DurationVar(&o.LoopWindow, "loop-window", o.LoopWindow, "Loop guard: the window --loop-max-issuances counts in")
+	fs.BoolVar(&o.AllowPlainHTTPClusters, "allow-plain-http-clusters", false, "Serve registrations whose server is http:// (their credentials cross the network in clear)")
+	fs.BoolVar(&o.AllowLinkLocalClusters, "allow-link-local-clusters", false, "Connect to link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254), refused by default")
 	fs.StringVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "Issuance policy for Certificates no IssuancePolicy selects: allow or deny (the shipped kustomize base uses deny)")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")

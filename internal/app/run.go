@@ -110,6 +110,21 @@ func waitForHub(ctx context.Context, cfg *rest.Config) error {
 	}
 }
 
+// hubSecretCache says which hub Secrets the hub caches: those of its own
+// namespace (ClusterIssuer key pairs), and in Argo CD's namespace only the
+// cluster Secrets — never Argo CD's admin Secret or repository credentials,
+// which the hub has no business holding in memory. When both namespaces are
+// one, that namespace is cached whole (the CA key pairs carry no label).
+func hubSecretCache(o *Options) map[string]cache.Config {
+	if o.Namespace == o.ClusterSecretNamespace {
+		return map[string]cache.Config{o.Namespace: {}}
+	}
+	return map[string]cache.Config{
+		o.Namespace:              {},
+		o.ClusterSecretNamespace: {LabelSelector: labels.SelectorFromSet(labels.Set{inventory.SecretTypeLabel: inventory.SecretTypeCluster})},
+	}
+}
+
 // Run wires the hub manager against cfg and blocks until ctx is done.
 func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := o.Validate(); err != nil {
@@ -148,6 +163,8 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Scheme:          scheme,
 		ClusterOptions:  []cluster.Option{certsync.CacheOptions()},
 		OnLabelsChanged: func(multicluster.ClusterName) { policies.Changed() },
+		AllowPlainHTTP:  o.AllowPlainHTTPClusters,
+		AllowLinkLocal:  o.AllowLinkLocalClusters,
 	})
 	if err != nil {
 		return err
@@ -162,8 +179,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		mcOpts = append(mcOpts, mcmanager.WithCoordinator(coord))
 	}
 
-	// The hub caches Secrets only in the two namespaces certhub reads.
-	secretNamespaces := map[string]cache.Config{o.Namespace: {}, o.ClusterSecretNamespace: {}}
+	secretNamespaces := hubSecretCache(o)
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},

@@ -48,3 +48,20 @@ func TestWaitForHub(t *testing.T) {
 		t.Errorf("waitForHub against a 401 = %v, want a refusal", err)
 	}
 }
+
+// The hub caches only cluster Secrets in Argo CD's namespace.
+func TestHubSecretCache(t *testing.T) {
+	o := NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = "certhub", "argocd"
+	c := hubSecretCache(o)
+	if sel := c["argocd"].LabelSelector; sel == nil || sel.String() != "argocd.argoproj.io/secret-type=cluster" {
+		t.Errorf("argocd namespace selector %v, want the cluster Secret label", sel)
+	}
+	if sel := c["certhub"].LabelSelector; sel != nil {
+		t.Errorf("hub namespace selector %v, want none (CA key pairs carry no label)", sel)
+	}
+	o.ClusterSecretNamespace = "certhub"
+	if c := hubSecretCache(o); len(c) != 1 || c["certhub"].LabelSelector != nil {
+		t.Errorf("one namespace for both: %+v, want it cached whole", c)
+	}
+}

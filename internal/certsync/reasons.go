@@ -75,8 +75,12 @@ const (
 	ManagedValue = "certhub"
 	// WriterAnnotation names the hub replica that last wrote the Secret.
 	WriterAnnotation = "certhub.io/written-by"
-	// AdoptAnnotation on a Certificate ("true") lets certhub take over an existing
-	// Secret it did not create. Without it such a Secret is never overwritten.
+	// AdoptAnnotation on an existing Secret certhub did not create, set to
+	// a Certificate's name, lets that Certificate take the Secret over. It is
+	// granted on the Secret, by someone allowed to write it — never
+	// self-served from the Certificate. Without it such a Secret is never
+	// overwritten, and typed Secrets (service-account tokens, registry
+	// credentials, ...) never are.
 	AdoptAnnotation = "certhub.io/adopt-secret"
 	// IssuancesAnnotation on a Secret counts the issuances of the
 	// Certificate's current generation for the loop guard

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -262,6 +263,15 @@ func (r *reconciler) stamp(t *target) (string, error) {
 	return s, nil
 }
 
+// eventf records an Event on obj in t's cluster, only while this replica
+// owns the cluster: a replica that lost it mid-reconcile says nothing there.
+func (r *reconciler) eventf(t *target, obj runtime.Object, eventType, reason, format string, args ...any) {
+	if _, err := r.stamp(t); err != nil {
+		return
+	}
+	t.rec.Eventf(obj, nil, eventType, reason, "Issue", format, args...)
+}
+
 // Reconcile handles one Certificate. A conflict means someone (a user, cmctl,
 // a stale cache) changed the Certificate meanwhile: it is requeued and
 // decided again on fresh data, quietly.
@@ -323,9 +333,12 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if foreign && crt.Annotations[AdoptAnnotation] != "true" {
-		msg := fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. Set annotation %s: \"true\" on the Certificate to let certhub take it over", crt.Spec.SecretName, AdoptAnnotation)
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonSecretNotOwned, msg)
+	if foreign {
+		if why := notAdoptable(secret, crt); why != "" {
+			// The foreign Secret is not watched (the cache holds managed
+			// Secrets only): look again for an adoption grant.
+			return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ReasonSecretNotOwned, why)
+		}
 	}
 	owner, others, err := secretOwner(ctx, cl.GetClient(), crt, secret)
 	if err != nil {
@@ -357,7 +370,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 			return reconcile.Result{}, err
 		}
 		if live == nil || live.ResourceVersion != secret.ResourceVersion {
-			if live != nil && live.Labels[ManagedLabel] != ManagedValue && crt.Annotations[AdoptAnnotation] != "true" {
+			if live != nil && live.Labels[ManagedLabel] != ManagedValue && notAdoptable(live, crt) != "" {
 				return reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
 			}
 			secret = live
@@ -397,7 +410,7 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 	}
 	r.metrics.loopDetected(t.name)
 	msg := loopMessage(d, t.crt.Generation, reason, message, now)
-	t.rec.Eventf(t.crt, nil, corev1.EventTypeWarning, ReasonIssuanceLoop, "Issue", "%s", msg)
+	r.eventf(t, t.crt, corev1.EventTypeWarning, ReasonIssuanceLoop, "%s", msg)
 	logr.FromContextOrDiscard(ctx).Info("issuance loop detected; pausing", "trigger", reason, "issuances", d.count, "attempt", d.attempts, "retryAt", d.retry)
 	err := r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
 		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, ReasonIssuanceLoop, msg)
@@ -424,7 +437,7 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 	if err != nil {
 		return err
 	}
-	t.rec.Eventf(u, nil, corev1.EventTypeWarning, se.reason, "Issue", "%s", msg)
+	r.eventf(t, u, corev1.EventTypeWarning, se.reason, "%s", msg)
 	logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", se.reason, "message", msg)
 	if err := t.cl.GetClient().Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("failed to update status of Certificate %s/%s: %w", u.GetNamespace(), u.GetName(), err)
@@ -504,6 +517,21 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 	}
 	logr.FromContextOrDiscard(ctx).Info("repairing Secret without reissuing", "drift", why)
 	return r.applySecret(ctx, t, s, d)
+}
+
+// notAdoptable says why certhub may not take over s, a Secret it did not
+// write, for crt ("" when it may): only an Opaque or kubernetes.io/tls
+// Secret whose AdoptAnnotation names crt.
+func notAdoptable(s *corev1.Secret, crt *cmapi.Certificate) string {
+	switch s.Type {
+	case "", corev1.SecretTypeOpaque, corev1.SecretTypeTLS:
+	default:
+		return fmt.Sprintf("Secret %q exists with type %s and was not written by certhub; certhub never takes over typed Secrets. Choose another secretName", s.Name, s.Type)
+	}
+	if s.Annotations[AdoptAnnotation] == crt.Name {
+		return ""
+	}
+	return fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. To let this Certificate take it over, annotate the Secret (whoever may write it): %s: %q", s.Name, AdoptAnnotation, crt.Name)
 }
 
 // liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
@@ -601,7 +629,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		}
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
 	}
-	t.rec.Eventf(crt, nil, corev1.EventTypeNormal, ReasonIssuing, "Issue", "The certificate has been successfully issued")
+	r.eventf(t, crt, corev1.EventTypeNormal, ReasonIssuing, "The certificate has been successfully issued")
 	return r.setReady(ctx, t, cert, 1)
 }
 
@@ -670,7 +698,7 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 func (r *reconciler) setNotReady(ctx context.Context, t *target, reason, message string) error {
 	prev := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady)
 	if prev == nil || prev.Status != cmmeta.ConditionFalse || prev.Reason != reason || prev.Message != message {
-		t.rec.Eventf(t.crt, nil, corev1.EventTypeWarning, reason, "Issue", "%s", message)
+		r.eventf(t, t.crt, corev1.EventTypeWarning, reason, "%s", message)
 		logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", reason, "message", message)
 	}
 	return r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {

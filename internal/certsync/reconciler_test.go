@@ -401,3 +401,67 @@ func TestReconcileDuplicateSecretName(t *testing.T) {
 		t.Fatalf("after the owner's issuance: %+v", c)
 	}
 }
+
+// Adoption of a Secret certhub did not write is granted on the Secret, for
+// one Certificate; the Certificate cannot grant it to itself; typed Secrets
+// are never taken over.
+func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
+	foreign := func(typ corev1.SecretType, ann map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-tls", Annotations: ann}, Type: typ}
+	}
+	selfServed := testCertificate()
+	selfServed.Annotations = map[string]string{AdoptAnnotation: "true"}
+	for _, tc := range []struct {
+		name   string
+		crt    *cmapi.Certificate
+		secret *corev1.Secret
+		adopt  bool
+		says   string
+	}{
+		{"granted on the Secret", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{AdoptAnnotation: "web"}), true, ""},
+		{"granted to another Certificate", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{AdoptAnnotation: "api"}), false, `annotate the Secret (whoever may write it): certhub.io/adopt-secret: "web"`},
+		{"self-served from the Certificate", selfServed, foreign(corev1.SecretTypeTLS, nil), false, "annotate the Secret"},
+		{"a typed Secret, even granted", testCertificate(), foreign(corev1.SecretTypeDockerConfigJson, map[string]string{AdoptAnnotation: "web"}), false, "never takes over typed Secrets"},
+		{"a service-account token, even granted", testCertificate(), foreign(corev1.SecretTypeServiceAccountToken, map[string]string{AdoptAnnotation: "web"}), false, "kubernetes.io/service-account-token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.secret.Type == corev1.SecretTypeDockerConfigJson {
+				tc.secret.Data = map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}
+			}
+			h := newReconcilerHarness(t, nil, tc.crt, tc.secret)
+			res := h.reconcile("web")
+			c := ready(h.certificate("web"))
+			if tc.adopt {
+				if c == nil || c.Status != cmmeta.ConditionTrue || h.secret("web-tls").Labels[ManagedLabel] != ManagedValue {
+					t.Fatalf("not adopted: Ready %+v", c)
+				}
+				return
+			}
+			if c == nil || c.Reason != ReasonSecretNotOwned || !strings.Contains(c.Message, tc.says) {
+				t.Fatalf("Ready %+v, want SecretNotOwned saying %q", c, tc.says)
+			}
+			if res.RequeueAfter != h.r.opts.IssuerRetryInterval {
+				t.Errorf("requeue after %s, want %s (to look for a grant)", res.RequeueAfter, h.r.opts.IssuerRetryInterval)
+			}
+			if s := h.secret("web-tls"); s.Labels[ManagedLabel] == ManagedValue {
+				t.Errorf("the Secret was taken over")
+			}
+		})
+	}
+}
+
+// A replica that lost the cluster writes no Event there, even mid-reconcile.
+func TestEventsOnlyByTheOwner(t *testing.T) {
+	h := newReconcilerHarness(t, nil, testCertificate())
+	tg := &target{name: "east", crt: testCertificate(), rec: h.rec}
+	h.own.owned = false
+	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, ReasonIssuanceFailed, "lost")
+	if ev := h.events(); ev != "" {
+		t.Errorf("a non-owner recorded %q", ev)
+	}
+	h.own.owned = true
+	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, ReasonIssuanceFailed, "kept")
+	if ev := h.events(); !strings.Contains(ev, "kept") {
+		t.Errorf("the owner's Event is missing: %q", ev)
+	}
+}

@@ -2,9 +2,11 @@ package certsync
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +86,19 @@ func validateSpec(crt *cmapi.Certificate) error {
 		el = append(el, field.Invalid(p.Child("secretName"), s.SecretName, strings.Join(msgs, "; ")))
 	}
 	if t := s.SecretTemplate; t != nil {
-		for k := range t.Annotations {
+		for _, k := range slices.Sorted(maps.Keys(t.Annotations)) {
 			if strings.HasPrefix(k, "cert-manager.io/") {
 				el = append(el, field.Invalid(p.Child("secretTemplate", "annotations"), k, "cert-manager.io/* annotations are not allowed"))
+			} else if why := reservedKey(k); why != "" {
+				el = append(el, field.Invalid(p.Child("secretTemplate", "annotations"), k, why))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(t.Labels)) {
+			if why := reservedKey(k); why != "" || strings.HasPrefix(k, "cert-manager.io/") || k == argoInstanceLabel {
+				if why == "" {
+					why = "is reserved (cert-manager's, or Argo CD's tracking label)"
+				}
+				el = append(el, field.Invalid(p.Child("secretTemplate", "labels"), k, why))
 			}
 		}
 	}
@@ -194,6 +206,29 @@ func validateSpec(crt *cmapi.Certificate) error {
 // validateIssuerRef is cert-manager's webhook rule: a name, and for the
 // cert-manager.io group (or none) a kind of Issuer or ClusterIssuer. Kinds of
 // other groups are not checked here; the reconciler refuses them for good.
+// argoInstanceLabel is Argo CD's default resource tracking label: on a
+// Secret it makes Argo CD count the Secret as part of an Application (and
+// prune it).
+const argoInstanceLabel = "app.kubernetes.io/instance"
+
+// reservedKey says why a secretTemplate label or annotation key may not be
+// set by a downstream user ("" when it may): certhub's own marks (ownership,
+// writer, loop count), Argo CD's (a Secret labelled
+// argocd.argoproj.io/secret-type=cluster in a cluster that runs Argo CD or a
+// hub would register a cluster), and the service-account token annotations
+// that bind a Secret to a ServiceAccount.
+func reservedKey(k string) string {
+	switch {
+	case strings.HasPrefix(k, "certhub.io/"):
+		return "certhub.io/* keys are certhub's own marks"
+	case strings.HasPrefix(k, "argocd.argoproj.io/"):
+		return "argocd.argoproj.io/* keys belong to Argo CD (cluster registration, tracking)"
+	case strings.HasPrefix(k, "kubernetes.io/service-account."):
+		return "kubernetes.io/service-account.* keys bind a Secret to a ServiceAccount"
+	}
+	return ""
+}
+
 func validateIssuerRef(ref cmmeta.IssuerReference, p *field.Path) field.ErrorList {
 	var el field.ErrorList
 	rp := p.Child("issuerRef")

@@ -98,7 +98,7 @@ func (p *Provider) scanDir(dir string, failed map[string]string) {
 		}
 		delete(failed, path)
 		p.metrics.reachable.WithLabelValues(name).Set(1)
-		clog.Info("cluster connected", "server", c.Server)
+		clog.Info("cluster connected", "server", redactServer(c.Server))
 	}
 	p.mu.Lock()
 	var gone []string

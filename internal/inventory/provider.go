@@ -81,6 +81,13 @@ type Options struct {
 	KubeconfigDir string
 	// DirResync is how often KubeconfigDir is rescanned. Defaults to DefaultDirResync.
 	DirResync time.Duration
+	// AllowPlainHTTP allows registrations whose server is http:// (credentials
+	// in clear). Defaults to false: refused, naming the field.
+	AllowPlainHTTP bool
+	// AllowLinkLocal allows connections to link-local and cloud metadata
+	// addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254), checked on the
+	// address dialled. Defaults to false (netguard.go).
+	AllowLinkLocal bool
 	// OnLabelsChanged, when set, is called after a served cluster's Secret
 	// labels change (issuance policies select clusters by them). It must
 	// not block.
@@ -341,6 +348,9 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 
 	p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 	parsed, err := ParseSecret(secret)
+	if err == nil {
+		err = checkServer(parsed.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal)
+	}
 	if err != nil {
 		name := string(secret.Data[keyName])
 		log.Error(err, "invalid cluster Secret; keeping any running connection", "cluster", name)
@@ -372,8 +382,8 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, nil
 	}
 	p.metrics.reachable.WithLabelValues(string(name)).Set(1)
-	log.Info("cluster connected", "server", parsed.Server)
-	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, parsed.Server)
+	log.Info("cluster connected", "server", redactServer(parsed.Server))
+	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, redactServer(parsed.Server))
 	return reconcile.Result{}, nil
 }
 
@@ -460,8 +470,14 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 // dial connects to the cluster and starts its cache; the cache stops with
 // ctx. log becomes the cluster's own logger.
 func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error) {
+	if err := checkServer(c.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal); err != nil {
+		return nil, err // kubeconfig files; Secrets were checked when parsed
+	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	if !p.opts.AllowLinkLocal && cfg.Dial == nil {
+		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
+	}
 	p.metrics.instrument(c.Name, cfg)
 	if err := p.probe(ctx, cfg, c); err != nil {
 		return nil, err
@@ -521,17 +537,18 @@ func (p *Provider) probe(ctx context.Context, cfg *rest.Config, c *Cluster) erro
 		path = "/apis/cert-manager.io/v1/namespaces/" + c.Namespaces[0] + "/certificates"
 	}
 	err = dc.RESTClient().Get().AbsPath(path).Param("limit", "1").Do(ctx).Error()
+	host := redactServer(cfg.Host)
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("API server %s refused the credentials (401 Unauthorized): %w", cfg.Host, err)
+		return fmt.Errorf("API server %s refused the credentials (401 Unauthorized): %w", host, remoteError(err))
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the credentials may not list Certificates at %s (403 Forbidden; see kustomize/downstream for the RBAC): %w", cfg.Host, err)
+		return fmt.Errorf("the credentials may not list Certificates at %s (403 Forbidden; see kustomize/downstream for the RBAC): %w", host, remoteError(err))
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("cert-manager's CRDs are not installed at %s: %w", cfg.Host, err)
+		return fmt.Errorf("cert-manager's CRDs are not installed at %s: %w", host, remoteError(err))
 	default:
-		return fmt.Errorf("failed to reach API server %s: %w", cfg.Host, err)
+		return fmt.Errorf("failed to reach API server %s: %w", host, remoteError(err))
 	}
 }
 

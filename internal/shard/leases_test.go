@@ -146,6 +146,10 @@ func TestOptionsValidateLeaseInvariant(t *testing.T) {
 		"deadline <= 1.2 retry": func(o *Options) { o.RetryPeriod = o.RenewDeadline },
 		"interval >= deadline":  func(o *Options) { o.RenewInterval = o.RenewDeadline },
 		"negative buckets":      func(o *Options) { o.Buckets = -1 },
+		"fractional lease":      func(o *Options) { o.LeaseDuration = 15500 * time.Millisecond },
+		"sub-second lease": func(o *Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.RenewInterval = 800*time.Millisecond, 500*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond
+		},
 	} {
 		o := base()
 		mutate(&o)

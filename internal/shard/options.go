@@ -124,6 +124,11 @@ func (o Options) Validate() error {
 	if o.Weight < 0 {
 		errs = append(errs, fmt.Errorf("shard: Weight %v must not be negative", o.Weight))
 	}
+	if o.LeaseDuration < time.Second || o.LeaseDuration%time.Second != 0 {
+		// A Lease stores whole seconds (leaseDurationSeconds): 1500ms would be
+		// written as 1s and other replicas would take over early.
+		errs = append(errs, fmt.Errorf("shard: LeaseDuration (%s) must be a whole number of seconds, at least 1s", o.LeaseDuration))
+	}
 	if o.LeaseDuration <= o.RenewDeadline {
 		errs = append(errs, fmt.Errorf("shard: LeaseDuration (%s) must be greater than RenewDeadline (%s)", o.LeaseDuration, o.RenewDeadline))
 	}

@@ -44,17 +44,7 @@ func TestUndecodableCertificateHarmsNoNeighbour(t *testing.T) {
 		t.Fatalf("the API server refused the Certificate (the test needs it stored): %v", err)
 	}
 
-	start := time.Now()
-	good := fixture.Certificate("tenant-good", "neighbour", issuerName)
-	if err := c.Create(ctx, good); err != nil {
-		t.Fatal(err)
-	}
-	fixture.WaitReady(t, c, client.ObjectKeyFromObject(good))
-	took := time.Since(start)
-	t.Logf("neighbour Ready %s after it was created, next to an undecodable Certificate (bound %s)", took.Round(time.Millisecond), neighbourBound)
-	if took > neighbourBound {
-		t.Errorf("the neighbour took %s, bound %s", took, neighbourBound)
-	}
+	neighbourIssues(t, c, "tenant-good", "neighbour", "an undecodable Certificate")
 
 	// The bad one says what is wrong. Read it unstructured: the typed client cannot decode it either.
 	var msg string

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/envtestmain"
 )
 
@@ -29,4 +32,24 @@ func TestMain(m *testing.M) {
 			bed = e.Bed
 			return nil
 		}}, &env))
+}
+
+// neighbourIssues creates a healthy Certificate ns/name in c (its namespace
+// too), waits until it is Ready, logs how long that took next to what the
+// test set up (beside), and fails the test beyond neighbourBound.
+func neighbourIssues(t *testing.T, c client.Client, ns, name, beside string) time.Duration {
+	t.Helper()
+	fixture.EnsureNamespace(t, c, ns)
+	start := time.Now()
+	crt := fixture.Certificate(ns, name, issuerName)
+	if err := c.Create(context.Background(), crt); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	took := time.Since(start)
+	t.Logf("neighbour Ready %s after it was created, next to %s (bound %s)", took.Round(time.Millisecond), beside, neighbourBound)
+	if took > neighbourBound {
+		t.Errorf("the neighbour took %s, bound %s", took, neighbourBound)
+	}
+	return took
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,19 +138,5 @@ func TestNamespaceScopedRegistration(t *testing.T) {
 // and a note containing fragment.
 func waitSecretEvent(t *testing.T, name, reason, fragment string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		list := &eventsv1.EventList{}
-		if err := env.Bed.Hub.Client.List(ctx, list, client.InNamespace(env.Bed.ArgoNamespace())); err != nil {
-			return false, nil
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, fragment) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Errorf("no Event %s mentioning %q on cluster Secret %s", reason, fragment, name)
-	}
+	fixture.WaitEvent(t, env.Bed.Hub.Client, env.Bed.ArgoNamespace(), name, reason, fragment)
 }

@@ -69,7 +69,9 @@ func TestDeletedSecretIsWrittenAgain(t *testing.T) {
 }
 
 // A Secret certhub did not write is never overwritten silently: the
-// Certificate says so, until the user opts in with the adopt annotation.
+// Certificate says so, until whoever may write the Secret grants it with the
+// adopt annotation on the Secret (looked at again every
+// --issuer-retry-interval).
 func TestForeignSecretIsNotOverwrittenUntilAdopted(t *testing.T) {
 	ctx := context.Background()
 	cp := bed.Downstreams[1]
@@ -101,10 +103,11 @@ func TestForeignSecretIsNotOverwrittenUntilAdopted(t *testing.T) {
 		t.Fatalf("foreign Secret was modified: %v", got.Data)
 	}
 
-	patch := client.MergeFrom(notReady.DeepCopy())
-	notReady.Annotations = map[string]string{certsync.AdoptAnnotation: "true"}
-	if err := cp.Client.Patch(ctx, notReady, patch); err != nil {
-		t.Fatalf("annotate Certificate: %v", err)
+	// Adoption is granted on the Secret, by whoever may write it.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Annotations = map[string]string{certsync.AdoptAnnotation: crt.Name}
+	if err := cp.Client.Patch(ctx, got, patch); err != nil {
+		t.Fatalf("annotate Secret: %v", err)
 	}
 	adopted := waitReady(t, cp.Client, key)
 	s, _ := checkIssuedKeepType(t, cp.Client, adopted, corev1.SecretTypeOpaque)

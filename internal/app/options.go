@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 )
@@ -53,6 +54,10 @@ type Options struct {
 	Identity string
 	// IssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
 	IssuerRetryInterval time.Duration
+	// ReconcileTimeout is the deadline of one Certificate reconcile;
+	// RequestTimeout bounds every downstream request but watches. Default
+	// certsync.DefaultReconcileTimeout and inventory.DefaultRequestTimeout.
+	ReconcileTimeout, RequestTimeout time.Duration
 	// LoopMaxIssuances and LoopWindow configure certsync's loop guard: more
 	// issuances of one Certificate generation than this within the window
 	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
@@ -89,6 +94,8 @@ func NewOptions() *Options {
 		Identity:               os.Getenv("POD_NAME"),
 		Coordinator:            CoordinatorCerthub,
 		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
+		ReconcileTimeout:       certsync.DefaultReconcileTimeout,
+		RequestTimeout:         inventory.DefaultRequestTimeout,
 		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
 		LoopWindow:             certsync.DefaultLoopWindow,
 		DefaultPolicy:          string(policy.Allow),
@@ -118,6 +125,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "Deadline of one Certificate reconcile (above the slowest key generation)")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Deadline of every downstream API request but watches, response body included: a hung or slow cluster cannot hold a worker longer")
 	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
 	fs.DurationVar(&o.LoopWindow, "loop-window", o.LoopWindow, "Loop guard: the window --loop-max-issuances counts in")
 	fs.BoolVar(&o.AllowPlainHTTPClusters, "allow-plain-http-clusters", false, "Serve registrations whose server is http:// (their credentials cross the network in clear)")
@@ -150,6 +159,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
+	}
+	if o.ReconcileTimeout <= 0 || o.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--reconcile-timeout (%s) and --request-timeout (%s) must be positive", o.ReconcileTimeout, o.RequestTimeout))
 	}
 	if _, err := policy.ParseMode(o.DefaultPolicy); err != nil {
 		errs = append(errs, fmt.Errorf("--default-policy: %w", err))

@@ -165,6 +165,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		OnLabelsChanged: func(multicluster.ClusterName) { policies.Changed() },
 		AllowPlainHTTP:  o.AllowPlainHTTPClusters,
 		AllowLinkLocal:  o.AllowLinkLocalClusters,
+		RequestTimeout:  o.RequestTimeout,
 	})
 	if err != nil {
 		return err
@@ -201,7 +202,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval,
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}

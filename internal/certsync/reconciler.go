@@ -49,6 +49,17 @@ const (
 	DefaultIssuerRetryInterval = 30 * time.Second
 	// DefaultMaxConcurrentReconciles is the number of Certificates reconciled at once, across clusters.
 	DefaultMaxConcurrentReconciles = 4
+	// DefaultReconcileTimeout bounds one reconcile (above RSA-8192 key
+	// generation on a slow core, which cannot be interrupted).
+	DefaultReconcileTimeout = 2 * time.Minute
+	// DefaultMaxConcurrentLargeKeys is how many workers may generate a large
+	// key (RSA ≥ 4096 bits) at once; the others stay free for everyone else.
+	DefaultMaxConcurrentLargeKeys = 1
+
+	// largeKeyRetry is how soon a Certificate that needs a large key is
+	// tried again when every large-key slot is taken (its worker is freed
+	// meanwhile).
+	largeKeyRetry = 500 * time.Millisecond
 
 	// policyPendingRequeue is how soon a Certificate is decided again when
 	// the issuance policies have not been read yet (hub start-up).
@@ -96,6 +107,14 @@ type Options struct {
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// ReconcileTimeout is the deadline of one reconcile. Defaults to
+	// DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
+	// MaxConcurrentLargeKeys bounds the workers generating RSA keys of 4096
+	// bits or more at once, so a flood of them from one tenant leaves the
+	// other MaxConcurrentReconciles-MaxConcurrentLargeKeys workers to
+	// everyone else. Defaults to DefaultMaxConcurrentLargeKeys.
+	MaxConcurrentLargeKeys int
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
 	// LoopMaxIssuances is how many times one generation of a Certificate may
@@ -123,6 +142,12 @@ func (o *Options) defaults() {
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if o.ReconcileTimeout == 0 {
+		o.ReconcileTimeout = DefaultReconcileTimeout
+	}
+	if o.MaxConcurrentLargeKeys == 0 {
+		o.MaxConcurrentLargeKeys = DefaultMaxConcurrentLargeKeys
+	}
 	if o.LoopMaxIssuances == 0 {
 		o.LoopMaxIssuances = DefaultLoopMaxIssuances
 	}
@@ -148,8 +173,8 @@ func (o Options) Validate() error {
 	if o.Issuers == nil {
 		return errors.New("certsync: Issuers is required")
 	}
-	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 {
-		return errors.New("certsync: IssuerRetryInterval and MaxConcurrentReconciles must not be negative")
+	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
+		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
 	}
 	if o.LoopMaxIssuances < 0 || o.LoopWindow < 0 || o.LoopBackoff < 0 || o.LoopMaxBackoff < 0 {
 		return errors.New("certsync: LoopMaxIssuances, LoopWindow, LoopBackoff and LoopMaxBackoff must not be negative")
@@ -191,7 +216,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err := mgr.Add(metricsJanitor{m}); err != nil {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
 	}
-	r := &reconciler{getCluster: mgr.GetCluster, opts: opts, metrics: m, guard: opts.loopGuard()}
+	r := newReconciler(opts, m, mgr.GetCluster)
 	base := mgr.GetLogger().WithName("certsync")
 	feed := newPolicyFeed(base, opts.Policy)
 	if opts.Policy != nil {
@@ -205,7 +230,8 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()). // policy changes: every Certificate decided again
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
+			NewQueue: newFairQueue}). // clusters take turns (fairqueue.go)
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base
@@ -230,6 +256,12 @@ type reconciler struct {
 	opts       Options
 	metrics    *syncMetrics
 	guard      loopGuard
+	largeKeys  chan struct{} // a slot per worker allowed to generate a large key
+}
+
+// newReconciler builds the reconciler from defaulted options.
+func newReconciler(opts Options, m *syncMetrics, getCluster func(context.Context, multicluster.ClusterName) (cluster.Cluster, error)) *reconciler {
+	return &reconciler{getCluster: getCluster, opts: opts, metrics: m, guard: opts.loopGuard(), largeKeys: make(chan struct{}, opts.MaxConcurrentLargeKeys)}
 }
 
 func (o Options) loopGuard() loopGuard {
@@ -594,6 +626,15 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	reuse := crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever &&
 		key != nil && len(pki.PrivateKeyMatchesSpec(key, crt.Spec)) == 0
 	if !reuse {
+		if largeKey(crt) {
+			select {
+			case r.largeKeys <- struct{}{}:
+				defer func() { <-r.largeKeys }()
+			default:
+				logr.FromContextOrDiscard(ctx).V(1).Info("large-key slots taken; freeing the worker", "retryIn", largeKeyRetry)
+				return reconcile.Result{RequeueAfter: largeKeyRetry}, nil
+			}
+		}
 		if key, err = pki.GeneratePrivateKeyForCertificate(crt); err != nil {
 			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot generate private key: %v", err))
 		}
@@ -631,6 +672,13 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	}
 	r.eventf(t, crt, corev1.EventTypeNormal, ReasonIssuing, "The certificate has been successfully issued")
 	return r.setReady(ctx, t, cert, 1)
+}
+
+// largeKey reports whether crt needs an RSA key of 4096 bits or more
+// (seconds of CPU each; RSA-8192 tens of seconds).
+func largeKey(crt *cmapi.Certificate) bool {
+	pk := crt.Spec.PrivateKey
+	return pk != nil && (pk.Algorithm == "" || pk.Algorithm == cmapi.RSAKeyAlgorithm) && pk.Size >= 4096
 }
 
 // applySecret writes the Secret with server-side apply, stamped with this

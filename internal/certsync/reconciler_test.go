@@ -103,8 +103,7 @@ func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client
 		t.Fatal(err)
 	}
 	fc := &fakeCluster{c: h.c, rec: h.rec}
-	h.r = &reconciler{opts: opts, metrics: m, guard: opts.loopGuard(),
-		getCluster: func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil }}
+	h.r = newReconciler(opts, m, func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
 	return h
 }
 
@@ -463,5 +462,30 @@ func TestEventsOnlyByTheOwner(t *testing.T) {
 	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, ReasonIssuanceFailed, "kept")
 	if ev := h.events(); !strings.Contains(ev, "kept") {
 		t.Errorf("the owner's Event is missing: %q", ev)
+	}
+}
+
+// At most MaxConcurrentLargeKeys workers generate large keys; a Certificate
+// that finds every slot taken frees its worker and comes back shortly.
+func TestLargeKeysTakeASlot(t *testing.T) {
+	crt := testCertificate()
+	crt.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.RSAKeyAlgorithm, Size: 4096}
+	h := newReconcilerHarness(t, nil, crt)
+	h.r.largeKeys <- struct{}{} // another worker holds the only slot
+	if res := h.reconcile("web"); res.RequeueAfter != largeKeyRetry || h.secret("web-tls") != nil {
+		t.Fatalf("with the slot taken: requeue %s, Secret %v; want %s and nothing written", res.RequeueAfter, h.secret("web-tls") != nil, largeKeyRetry)
+	}
+	<-h.r.largeKeys
+	h.reconcile("web")
+	if h.secret("web-tls") == nil || len(h.r.largeKeys) != 0 {
+		t.Fatalf("with the slot free: Secret written %v, slots held after %d", h.secret("web-tls") != nil, len(h.r.largeKeys))
+	}
+	small := testCertificate() // ECDSA: never waits for a slot
+	small.Name, small.Spec.SecretName = "small", "small-tls"
+	h2 := newReconcilerHarness(t, nil, small)
+	h2.r.largeKeys <- struct{}{}
+	h2.reconcile("small")
+	if h2.secret("small-tls") == nil {
+		t.Errorf("a small key waited for a large-key slot")
 	}
 }

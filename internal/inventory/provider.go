@@ -38,6 +38,9 @@ const (
 	DefaultNamespace = "argocd"
 	// DefaultConnectTimeout bounds the first contact with a new cluster.
 	DefaultConnectTimeout = 15 * time.Second
+	// DefaultRequestTimeout bounds every downstream request but watches,
+	// response body included.
+	DefaultRequestTimeout = 30 * time.Second
 	// DefaultMaxReconnectDelay caps the back-off between attempts to connect
 	// a cluster that is unreachable, so it is served again within this long
 	// of coming back (controller-runtime's default cap is 1000s).
@@ -67,6 +70,10 @@ type Options struct {
 	ClusterOptions []cluster.Option
 	// ConnectTimeout bounds the first request to a new cluster. Defaults to DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// RequestTimeout bounds every downstream request but watches, response
+	// body included, so a hung or slow API server cannot hold a worker.
+	// Defaults to DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// MaxReconnectDelay caps the retry back-off of unreachable clusters. Defaults to DefaultMaxReconnectDelay.
 	MaxReconnectDelay time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
@@ -103,6 +110,9 @@ func (o *Options) defaults() {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
@@ -478,6 +488,7 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	if !p.opts.AllowLinkLocal && cfg.Dial == nil {
 		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
 	}
+	withRequestTimeout(cfg, p.opts.RequestTimeout)
 	p.metrics.instrument(c.Name, cfg)
 	if err := p.probe(ctx, cfg, c); err != nil {
 		return nil, err

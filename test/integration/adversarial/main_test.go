@@ -26,7 +26,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName,
+	// The third downstream is registered by tests only, through TCP proxies.
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1,
 		Hub: func(o *app.Options) { o.IssuerRetryInterval = time.Second },
 		Setup: func(_ context.Context, e *envtestmain.Env) error {
 			bed = e.Bed

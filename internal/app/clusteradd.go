@@ -21,6 +21,11 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 )
 
+// DefaultTokenDuration is the lifetime of the token `certhub cluster add`
+// mints: short enough that a leaked registration does not stay useful for
+// long, long enough for a quarterly rotation.
+const DefaultTokenDuration = 90 * 24 * time.Hour
+
 type clusterAddOptions struct {
 	kubeconfig, context, name, argoNamespace, output, labels string
 	namespaces                                               []string
@@ -37,7 +42,7 @@ const (
 )
 
 func newClusterAddCommand() *cobra.Command {
-	o := clusterAddOptions{argoNamespace: DefaultClusterSecretNamespace, tokenDuration: 365 * 24 * time.Hour, format: formatSecret, storeKind: "SecretStore"}
+	o := clusterAddOptions{argoNamespace: DefaultClusterSecretNamespace, tokenDuration: DefaultTokenDuration, format: formatSecret, storeKind: "SecretStore"}
 	cmd := &cobra.Command{
 		Use:   "add",
 		Short: "Give the hub access to a cluster and write its Argo CD cluster Secret for Git",
@@ -47,6 +52,13 @@ kustomize/downstream (a ClusterRole, or with --namespaces a Role in each), mint
 a token for it (TokenRequest, --token-duration), and write the Argo CD cluster
 Secret that registers the cluster, ready to commit. The token is a credential:
 encrypt the file (SOPS, Sealed Secrets) or deliver it with External Secrets.
+
+The token lives 90 days by default (--token-duration). Rotate it before then:
+run 'certhub cluster add' again (it is idempotent for the ServiceAccount and
+RBAC and mints a fresh token) and commit the new Secret, or put the new token
+into the secret store; the hub picks up changed credentials without a restart.
+Old tokens stay valid until they expire; to revoke one at once, delete and
+recreate the ServiceAccount certhub-system/certhub-hub.
 
 --format external-secret writes no credential to the file: an External Secrets
 Operator ExternalSecret (external-secrets.io/v1) whose template yields exactly
@@ -74,7 +86,7 @@ the cluster Secret, with the token and the CA taken from the secret store
 	f.StringVar(&o.argoNamespace, "argocd-namespace", o.argoNamespace, "Namespace of the Secret in the hub")
 	f.StringSliceVar(&o.namespaces, "namespaces", o.namespaces, "Register namespace-scoped: only these namespaces, with namespaced RBAC")
 	f.StringVar(&o.labels, "labels", o.labels, "Extra labels on the Secret, e.g. certhub.io/enabled=true")
-	f.DurationVar(&o.tokenDuration, "token-duration", o.tokenDuration, "Lifetime of the minted token")
+	f.DurationVar(&o.tokenDuration, "token-duration", o.tokenDuration, "Lifetime of the minted token (rotate before it ends: run this again)")
 	f.StringVarP(&o.output, "output", "o", "-", "Write the Secret manifest to this file (- for stdout)")
 	f.StringVar(&o.format, "format", o.format, "secret (a cluster Secret holding the token) or external-secret (an ExternalSecret: the token stays in a secret store)")
 	f.StringVar(&o.secretStore, "secret-store", o.secretStore, "With --format external-secret: the name of the SecretStore or ClusterSecretStore holding the token")

@@ -67,6 +67,9 @@ type Options struct {
 	// refusal of http:// servers and of link-local / cloud metadata
 	// addresses. Default false.
 	AllowPlainHTTPClusters, AllowLinkLocalClusters bool
+	// ExecPlugins are the exec credential plugins registrations may name.
+	// Defaults to inventory.DefaultExecPlugins (argocd-k8s-auth).
+	ExecPlugins []string
 	// DefaultPolicy decides Certificates no IssuancePolicy selects: "allow"
 	// (certhub before policies) or "deny". Defaults to "allow"; the shipped
 	// kustomize base sets "deny".
@@ -99,6 +102,7 @@ func NewOptions() *Options {
 		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
 		LoopWindow:             certsync.DefaultLoopWindow,
 		DefaultPolicy:          string(policy.Allow),
+		ExecPlugins:            append([]string(nil), inventory.DefaultExecPlugins...),
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -129,6 +133,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Deadline of every downstream API request but watches, response body included: a hung or slow cluster cannot hold a worker longer")
 	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
 	fs.DurationVar(&o.LoopWindow, "loop-window", o.LoopWindow, "Loop guard: the window --loop-max-issuances counts in")
+	fs.StringSliceVar(&o.ExecPlugins, "exec-plugin-allowlist", o.ExecPlugins, "Exec credential plugins cluster Secrets may make the hub run (execProviderConfig.command; awsAuthConfig runs argocd-k8s-auth), matched on the resolved path; empty: none")
 	fs.BoolVar(&o.AllowPlainHTTPClusters, "allow-plain-http-clusters", false, "Serve registrations whose server is http:// (their credentials cross the network in clear)")
 	fs.BoolVar(&o.AllowLinkLocalClusters, "allow-link-local-clusters", false, "Connect to link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254), refused by default")
 	fs.StringVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "Issuance policy for Certificates no IssuancePolicy selects: allow or deny (the shipped kustomize base uses deny)")

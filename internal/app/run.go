@@ -166,6 +166,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		AllowPlainHTTP:  o.AllowPlainHTTPClusters,
 		AllowLinkLocal:  o.AllowLinkLocalClusters,
 		RequestTimeout:  o.RequestTimeout,
+		ExecPlugins:     append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
 	})
 	if err != nil {
 		return err

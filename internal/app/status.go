@@ -35,6 +35,9 @@ const (
 	StateUnreachable  = "Unreachable"
 	StateUnauthorized = "Unauthorized"
 	StateInvalid      = "InvalidRegistration"
+	// StateExecSkipped: the registration authenticates with an exec plugin,
+	// which `certhub status` runs only with --allow-exec.
+	StateExecSkipped = "ExecPluginNotRun"
 )
 
 // ClusterStatus is one row of `certhub status`.
@@ -74,6 +77,7 @@ type CertificateRow struct {
 type statusOptions struct {
 	kubeconfig, namespace, secretNamespace, output, cluster string
 	timeout                                                 time.Duration
+	allowExec                                               bool
 }
 
 func newStatusCommand() *cobra.Command {
@@ -105,6 +109,7 @@ one row per cluster. --cluster lists that cluster's Certificates like
 	f.StringVarP(&o.output, "output", "o", o.output, "table, json or yaml")
 	f.StringVar(&o.cluster, "cluster", o.cluster, "Show this cluster's Certificates")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "Per-cluster timeout for reaching downstream API servers")
+	f.BoolVar(&o.allowExec, "allow-exec", false, "Run the exec credential plugins registrations name (a cluster Secret's writer chooses the program); without it such clusters are listed as "+StateExecSkipped)
 	return cmd
 }
 
@@ -178,6 +183,10 @@ func statusRows(ctx context.Context, hub client.Reader, scheme *runtime.Scheme, 
 
 // inspectCluster fills the downstream columns of row using the registration's credentials.
 func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cluster, o statusOptions, row *ClusterStatus) {
+	if c.Config.ExecProvider != nil && !o.allowExec {
+		row.State, row.Error = StateExecSkipped, fmt.Sprintf("authenticates with exec plugin %q; certhub status runs it only with --allow-exec", c.Config.ExecProvider.Command)
+		return
+	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Timeout = o.timeout
 	// Certificates unstructured, decoded one by one: one the typed API cannot

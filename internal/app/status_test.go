@@ -2,11 +2,16 @@ package app
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -61,5 +66,23 @@ func TestStatusOwners(t *testing.T) {
 				t.Errorf("buckets %d: %s owner %q state %s, want %q (unreachable)", buckets, r.Cluster, r.Owner, r.State, want)
 			}
 		}
+	}
+}
+
+// certhub status runs no exec plugin unless asked.
+func TestStatusRunsNoExecPluginUnlessAsked(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	plugin := filepath.Join(t.TempDir(), "plugin")
+	if err := os.WriteFile(plugin, []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &inventory.Cluster{Name: "e", Config: &rest.Config{Host: "https://127.0.0.1:1", ExecProvider: &clientcmdapi.ExecConfig{Command: plugin, APIVersion: "client.authentication.k8s.io/v1"}}}
+	row := &ClusterStatus{}
+	inspectCluster(context.Background(), runtime.NewScheme(), c, statusOptions{timeout: time.Second}, row)
+	if row.State != StateExecSkipped {
+		t.Errorf("state %q, want %s", row.State, StateExecSkipped)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the plugin ran without --allow-exec")
 	}
 }

@@ -88,6 +88,10 @@ type Options struct {
 	KubeconfigDir string
 	// DirResync is how often KubeconfigDir is rescanned. Defaults to DefaultDirResync.
 	DirResync time.Duration
+	// ExecPlugins are the exec credential plugin commands the hub may run
+	// (matched on the resolved path). Nil defaults to DefaultExecPlugins;
+	// an empty, non-nil list allows none.
+	ExecPlugins []string
 	// AllowPlainHTTP allows registrations whose server is http:// (credentials
 	// in clear). Defaults to false: refused, naming the field.
 	AllowPlainHTTP bool
@@ -113,6 +117,9 @@ func (o *Options) defaults() {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.ExecPlugins == nil {
+		o.ExecPlugins = DefaultExecPlugins
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
@@ -361,6 +368,9 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if err == nil {
 		err = checkServer(parsed.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal)
 	}
+	if err == nil {
+		err = checkExec(parsed.Config, p.opts.ExecPlugins)
+	}
 	if err != nil {
 		name := string(secret.Data[keyName])
 		log.Error(err, "invalid cluster Secret; keeping any running connection", "cluster", name)
@@ -483,14 +493,18 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	if err := checkServer(c.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal); err != nil {
 		return nil, err // kubeconfig files; Secrets were checked when parsed
 	}
+	if err := checkExec(c.Config, p.opts.ExecPlugins); err != nil {
+		return nil, err
+	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	restrictExec(cfg, p.opts.ExecPlugins)
 	if !p.opts.AllowLinkLocal && cfg.Dial == nil {
 		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
 	}
 	withRequestTimeout(cfg, p.opts.RequestTimeout)
 	p.metrics.instrument(c.Name, cfg)
-	if err := p.probe(ctx, cfg, c); err != nil {
+	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, c) }); err != nil {
 		return nil, err
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {

@@ -72,14 +72,35 @@ func TestAuthForms(t *testing.T) {
 		}
 		issuedVia(t, "clientcert", inventory.ClusterConfig{TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData, CertData: certPEM, KeyData: keyPEM}})
 	})
-	t.Run("exec plugin", func(t *testing.T) {
-		plugin := filepath.Join(t.TempDir(), "get-token")
-		script := "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$CERTHUB_TOKEN\"\n"
-		if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+	script := "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$CERTHUB_TOKEN\"\n"
+	plugin := func(t *testing.T, dir, name, body string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		issuedVia(t, "exec", inventory.ClusterConfig{TLSClientConfig: ca, ExecProviderConfig: &inventory.ExecProviderConfig{
-			Command: plugin, APIVersion: "client.authentication.k8s.io/v1", Env: map[string]string{"CERTHUB_TOKEN": token}}})
+		return p
+	}
+	execConfig := func(cmd string) inventory.ClusterConfig {
+		return inventory.ClusterConfig{TLSClientConfig: ca, ExecProviderConfig: &inventory.ExecProviderConfig{
+			Command: cmd, APIVersion: "client.authentication.k8s.io/v1", Env: map[string]string{"CERTHUB_TOKEN": token}}}
+	}
+	t.Run("exec plugin on the allow-list", func(t *testing.T) {
+		issuedVia(t, "exec", execConfig(plugin(t, env.Dir, "get-token", script)))
+	})
+	t.Run("exec plugin not on the allow-list is never run", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "ran")
+		cmd := plugin(t, t.TempDir(), "get-token", "#!/bin/sh\ntouch "+marker+"\n"+script[len("#!/bin/sh\n"):])
+		register(t, "exec-refused", execConfig(cmd), nil)
+		waitSecretEvent(t, "exec-refused", inventory.ReasonInvalidClusterSecret, "not on the hub's exec plugin allow-list")
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("the refused plugin ran")
+		}
+	})
+	t.Run("a hung exec plugin holds nobody", func(t *testing.T) {
+		register(t, "exec-hung", execConfig(plugin(t, env.Dir, "hang-token", "#!/bin/sh\nexec sleep 60\n")), nil)
+		issuedVia(t, "after-hung", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: ca})
+		waitSecretEvent(t, "exec-hung", inventory.ReasonClusterUnreachable, "did not finish within")
 	})
 	t.Run("CA pinned with serverName", func(t *testing.T) {
 		issuedVia(t, "servername", inventory.ClusterConfig{BearerToken: token,

@@ -5,6 +5,7 @@ package inventory
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,7 +27,11 @@ var env *envtestmain.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName,
-		Hub: func(o *app.Options) { o.ClusterSelector = optIn + "=true" }}, &env))
+		Hub: func(o *app.Options) {
+			o.ClusterSelector = optIn + "=true"
+			// The exec plugins auth_test writes; anything else is refused.
+			o.ExecPlugins = []string{filepath.Join(env.Dir, "get-token"), filepath.Join(env.Dir, "hang-token")}
+		}}, &env))
 }
 
 // reachable returns the certhub_cluster_reachable gauge of cluster, if the hub exports one.

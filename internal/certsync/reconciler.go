@@ -283,6 +283,31 @@ type target struct {
 // errNotOwner stops a write: another replica owns the cluster now.
 var errNotOwner = errors.New("this replica no longer owns the cluster")
 
+// writeOwnership is an Ownership that hands out one write at a time, with
+// the instant ownership ends, and is told when the write is done (so a
+// graceful release can wait for it). *shard.Coordinator implements it.
+type writeOwnership interface {
+	BeginWrite(cluster multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool)
+}
+
+// writeContext returns the writer stamp and a context for one downstream
+// write, and the func that ends it: with a writeOwnership, the write's
+// deadline is the instant ownership ends, so a replica that stalls (GC pause, SIGSTOP,
+// a slow network) cannot complete a write after another may have taken the
+// cluster over. errNotOwner when this replica may not write now.
+func (r *reconciler) writeContext(ctx context.Context, t *target) (string, context.Context, context.CancelFunc, error) {
+	if wo, ok := r.opts.Ownership.(writeOwnership); ok {
+		stamp, until, done, ok := wo.BeginWrite(t.name)
+		if !ok {
+			return "", ctx, func() {}, errNotOwner
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		return stamp, wctx, func() { cancel(); done() }, nil
+	}
+	stamp, err := r.stamp(t)
+	return stamp, ctx, func() {}, err
+}
+
 // stamp returns the writer stamp if this replica may write to t's cluster now.
 func (r *reconciler) stamp(t *target) (string, error) {
 	if r.opts.Ownership == nil {
@@ -469,9 +494,14 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 	if err != nil {
 		return err
 	}
+	_, wctx, cancel, err := r.writeContext(ctx, t)
+	if err != nil {
+		return nil // not ours to write any more
+	}
+	defer cancel()
 	r.eventf(t, u, corev1.EventTypeWarning, se.reason, "%s", msg)
 	logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", se.reason, "message", msg)
-	if err := t.cl.GetClient().Status().Patch(ctx, u, client.RawPatch(types.MergePatchType, body)); err != nil {
+	if err := t.cl.GetClient().Status().Patch(wctx, u, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("failed to update status of Certificate %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
@@ -684,10 +714,11 @@ func largeKey(crt *cmapi.Certificate) bool {
 // applySecret writes the Secret with server-side apply, stamped with this
 // replica's ownership; existing (may be nil) decides the immutable type.
 func (r *reconciler) applySecret(ctx context.Context, t *target, existing *corev1.Secret, d secretData) error {
-	writer, err := r.stamp(t)
+	writer, ctx, cancel, err := r.writeContext(ctx, t)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	ac, err := secretApply(t.crt, d, writer)
 	if err != nil {
 		return err
@@ -780,11 +811,14 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 			r.metrics.observe(t.name, t.crt)
 			return nil
 		}
-		if _, err := r.stamp(t); err != nil {
+		_, wctx, cancel, err := r.writeContext(ctx, t)
+		if err != nil {
 			return nil // not ours to write any more
 		}
 		replaced := t.crt.ResourceVersion
-		if err := c.Status().Update(ctx, updated); err != nil {
+		err = c.Status().Update(wctx, updated)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("failed to update status of Certificate %s/%s: %w", t.crt.Namespace, t.crt.Name, err)
 		}
 		t.crt = updated

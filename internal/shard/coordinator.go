@@ -64,6 +64,7 @@ type fenceState struct {
 	lastRenew   time.Time
 	transitions int32
 	lease       *coordinationv1.Lease // as last written by us
+	writes      int                   // downstream writes begun (BeginWrite) and not yet done
 }
 
 // New returns a Coordinator. Pass it to mcmanager.New with mcmanager.WithCoordinator.
@@ -152,15 +153,77 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 // a stale owner is detectable after the fact. It is false as soon as the
 // fence's renew deadline has passed, even before the decision loop notices.
 func (c *Coordinator) Owns(name multicluster.ClusterName) (string, bool) {
+	stamp, _, ok := c.OwnsUntil(name)
+	return stamp, ok
+}
+
+// OwnsUntil is Owns with the instant ownership ends unless the fence is
+// renewed meanwhile: its last renewal + RenewDeadline. A write given this
+// deadline cannot complete after it, and RenewDeadline < LeaseDuration, so
+// it completes before any other replica may take the fence over — the
+// fence holds at write time, not only at check time.
+func (c *Coordinator) OwnsUntil(name multicluster.ClusterName) (string, time.Time, bool) {
 	now := c.opts.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	f, ok := c.ownedLocked(name, now)
+	if !ok {
+		return "", time.Time{}, false
+	}
+	return c.opts.Identity + "/" + strconv.Itoa(int(f.transitions)), f.lastRenew.Add(c.opts.RenewDeadline), true
+}
+
+// BeginWrite is OwnsUntil for one downstream write, which the caller ends
+// with done (idempotent). A graceful release of the fence waits for the
+// writes begun under it (at most until their deadline) before clearing the
+// holder, so the next owner never writes alongside a write still in flight.
+func (c *Coordinator) BeginWrite(name multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool) {
+	now := c.opts.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.ownedLocked(name, now)
+	if !ok {
+		return "", time.Time{}, func() {}, false
+	}
+	f.writes++
+	var once sync.Once
+	done = func() {
+		once.Do(func() {
+			c.mu.Lock()
+			f.writes--
+			c.mu.Unlock()
+		})
+	}
+	return c.opts.Identity + "/" + strconv.Itoa(int(f.transitions)), f.lastRenew.Add(c.opts.RenewDeadline), done, true
+}
+
+// ownedLocked returns the fence of cluster name if this replica may write
+// to it at now. c.mu is held.
+func (c *Coordinator) ownedLocked(name multicluster.ClusterName, now time.Time) (*fenceState, bool) {
 	cs := c.clusters[name]
 	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held || now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
-		return "", false
+		return nil, false
 	}
-	return c.opts.Identity + "/" + strconv.Itoa(int(f.transitions)), true
+	return f, true
+}
+
+// awaitWrites waits until the writes begun under f are done, or until
+// deadline (by which they must have ended), or ctx ends.
+func (c *Coordinator) awaitWrites(ctx context.Context, f *fenceState, deadline time.Time) {
+	for {
+		c.mu.Lock()
+		n := f.writes
+		c.mu.Unlock()
+		if n == 0 || !c.opts.clock.Now().Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Coordinator) kick() {
@@ -418,11 +481,16 @@ func (c *Coordinator) lose(f *fenceState, why string) {
 	c.log.Info("fence lost; stopped writing to its clusters", "fence", f.name, "why", why)
 }
 
-// release stops the engagements first, then clears the holder so the new
-// owner need not wait for expiry.
+// release stops the engagements first and waits for the downstream writes
+// still in flight under the fence (bounded by their deadline), then clears
+// the holder so the new owner need not wait for expiry.
 func (c *Coordinator) release(ctx context.Context, f *fenceState, why string) {
-	c.setHeld(f, false, nil, time.Time{})
+	c.mu.Lock()
+	writesEnd := f.lastRenew.Add(c.opts.RenewDeadline)
+	c.mu.Unlock()
+	c.setHeld(f, false, nil, time.Time{}) // no write begins from here on
 	c.syncEngagements()
+	c.awaitWrites(ctx, f, writesEnd)
 	l := f.lease.DeepCopy()
 	l.Spec.HolderIdentity = ptr.To("")
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(1))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -190,10 +191,18 @@ func TestCoordinatorLosesAtRenewDeadline(t *testing.T) {
 	h.cs.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("hub unreachable")
 	})
+	renewed := h.clk.Now()
+	if _, until, ok := h.c.OwnsUntil("east"); !ok || !until.Equal(renewed.Add(h.c.opts.RenewDeadline)) {
+		t.Fatalf("OwnsUntil = %v, %v; want the last renewal + RenewDeadline (%v)", until, ok, renewed.Add(h.c.opts.RenewDeadline))
+	}
 	h.clk.Step(h.c.opts.RenewInterval)
 	h.c.step(h.ctx) // renew fails, deadline not reached: still ours
 	if _, ok := h.owns("east"); !ok {
 		t.Fatalf("lost before the renew deadline")
+	}
+	// A write started now must end by the same instant: the failed renewal moved nothing.
+	if _, until, _ := h.c.OwnsUntil("east"); !until.Equal(renewed.Add(h.c.opts.RenewDeadline)) {
+		t.Errorf("a failed renewal moved the write deadline to %v", until)
 	}
 	// Owns turns false at the deadline on its own, before the loop notices.
 	h.clk.Step(h.c.opts.RenewDeadline - h.c.opts.RenewInterval)
@@ -454,5 +463,49 @@ func TestCoordinatorOwnsNothingWithoutItsPeerLease(t *testing.T) {
 	}
 	if err := h.c.renewPeer(h.ctx); err == nil {
 		t.Fatalf("renewPeer succeeded against an unreachable hub")
+	}
+}
+
+// A graceful release waits for the downstream writes begun under the fence
+// before it clears the holder, and no write begins once it has started.
+func TestReleaseWaitsForWritesInFlight(t *testing.T) {
+	h := newHarness(t, "r0", nil)
+	h.addCluster("east")
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	_, until, done, ok := h.c.BeginWrite("east")
+	if !ok || !until.After(h.clk.Now()) {
+		t.Fatalf("BeginWrite = %v, %v; want a write until a future instant", until, ok)
+	}
+	h.c.mu.Lock()
+	f := h.c.fences[FenceKey("east", h.c.opts.Buckets)]
+	h.c.mu.Unlock()
+	released := make(chan struct{})
+	go func() {
+		h.c.release(h.ctx, f, "test")
+		close(released)
+	}()
+	if err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := h.c.Owns("east")
+		return !ok, nil
+	}); err != nil {
+		t.Fatal("Owns still true after the release began")
+	}
+	if _, _, _, ok := h.c.BeginWrite("east"); ok {
+		t.Errorf("a write began during the release")
+	}
+	select {
+	case <-released:
+		t.Fatal("released with a write in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if l := h.fence("east"); l == nil || *l.Spec.HolderIdentity != "r0" {
+		t.Fatalf("holder cleared with a write in flight: %+v", l)
+	}
+	done()
+	done() // idempotent
+	<-released
+	if l := h.fence("east"); *l.Spec.HolderIdentity != "" {
+		t.Errorf("holder %q after the release, want cleared", *l.Spec.HolderIdentity)
 	}
 }

@@ -186,6 +186,15 @@ func (r *Replica) StopWithin(sig syscall.Signal, wait time.Duration) error {
 	}
 }
 
+// Signal sends sig without waiting (SIGSTOP freezes the replica, SIGCONT
+// thaws it).
+func (r *Replica) Signal(sig syscall.Signal) error {
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", sig, r, err)
+	}
+	return nil
+}
+
 // RSS is the process's resident set size in bytes (VmRSS).
 func (r *Replica) RSS() (int64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))

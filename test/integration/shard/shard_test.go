@@ -278,3 +278,88 @@ func TestShardedReplicas(t *testing.T) {
 		t.Fatal("the audit saw no writes")
 	}
 }
+
+// (Runs after TestShardedReplicas, whose failover bounds its leftovers
+// would disturb.)
+// A replica frozen mid-work (SIGSTOP, as a long GC pause or a stalled VM
+// would) loses its clusters to another, which takes them over and writes;
+// thawed (SIGCONT), it writes nothing more under its old fences: each of its
+// writes carried the deadline of its ownership, long past. The writer audit
+// (every managed Secret version, by fence transition) shows no write of the
+// frozen replica after the takeover.
+func TestFrozenWriterWritesNothingAfterTakeover(t *testing.T) {
+	ctx := context.Background()
+	for _, cp := range bed.Downstreams {
+		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit := fleet.StartAuditor(t, bed.Downstreams)
+	replicas := fleet.Config{Binary: certhubBinary, Kubeconfig: hubKubeconfig,
+		HubNamespace: bed.HubNamespace(), ArgoNamespace: bed.ArgoNamespace()}
+	running := map[string]*fleet.Replica{}
+	for _, id := range []string{"freeze-a", "freeze-b"} {
+		running[id] = replicas.Start(t, id)
+	}
+	for _, r := range running {
+		if err := r.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitConverged(t, running)
+
+	// Writes all the time, so the frozen replica is likely mid-reconcile.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		for i := 0; loadCtx.Err() == nil; i++ {
+			cp := bed.Downstreams[i%len(bed.Downstreams)]
+			_ = cp.Client.Create(loadCtx, certificate(fmt.Sprintf("freeze-load-%04d", i)))
+			select {
+			case <-loadCtx.Done():
+			case <-time.After(150 * time.Millisecond):
+			}
+		}
+	}()
+
+	frozen := busiest(t, running)
+	var other *fleet.Replica
+	for id, r := range running {
+		if id != frozen.ID {
+			other = r
+		}
+	}
+	lost := clustersHeldBy(t, frozen.ID)
+	if len(lost) == 0 {
+		t.Fatalf("%s holds no cluster", frozen.ID)
+	}
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	// Served again means taken over and written by the other replica.
+	took := probe(t, lost, "while-frozen")
+	t.Logf("%s frozen holding %d clusters; %s served them again after %s", frozen.ID, len(lost), other.ID, took.Round(10*time.Millisecond))
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Thawed, it notices its fences are gone, rejoins, and may get clusters
+	// back under new fence transitions; everything is served again.
+	waitConverged(t, running)
+	probe(t, bed.Downstreams, "after-thaw")
+	stopLoad()
+	<-loadDone
+	waitAllReady(t, 60*time.Second)
+
+	writes := audit.Check(t) // a write under an old transition after a newer one fails here
+	t.Logf("frozen for %s; Secret writes audited: %d; writers per cluster: %s", time.Since(stopped).Round(100*time.Millisecond), writes, audit.Summary())
+	if writes == 0 {
+		t.Fatal("the audit saw no writes")
+	}
+	for _, r := range running {
+		if err := r.Stop(syscall.SIGTERM); err != nil {
+			t.Errorf("%s: %v", r.ID, err)
+		}
+	}
+}

@@ -26,7 +26,7 @@ func FuzzPatternMatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pat, v, cluster, namespace string) {
 		for _, s := range []string{pat, v, cluster, namespace} {
 			if !utf8.ValidString(s) {
-				t.Skip("API objects hold UTF-8 only (the regexp reference reads invalid bytes as U+FFFD)")
+				return // API objects hold UTF-8 only (the regexp reference reads invalid bytes as U+FFFD)
 			}
 		}
 		x := vars{cluster: cluster, namespace: namespace}

@@ -78,6 +78,38 @@ func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Dura
 	return time.Since(start)
 }
 
+// prepare creates the test namespace in every cluster and starts the writer
+// audit and a fleet configuration for the test.
+func prepare(t *testing.T) (*fleet.Auditor, fleet.Config) {
+	t.Helper()
+	for _, cp := range bed.Downstreams {
+		if err := client.IgnoreAlreadyExists(cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fleet.StartAuditor(t, bed.Downstreams), fleet.Config{Binary: certhubBinary, Kubeconfig: hubKubeconfig,
+		HubNamespace: bed.HubNamespace(), ArgoNamespace: bed.ArgoNamespace()}
+}
+
+// trickle creates a Certificate "<prefix>-NNNN" every interval, round robin
+// over the clusters, until the returned stop is called (stop waits for it).
+func trickle(prefix string, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			cp := bed.Downstreams[i%len(bed.Downstreams)]
+			_ = cp.Client.Create(ctx, certificate(fmt.Sprintf("%s-%04d", prefix, i)))
+			select {
+			case <-ctx.Done():
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // fenceHolders returns, per cluster, the holder of its fence Lease ("" when released).
 func fenceHolders(ctx context.Context) (map[string]string, error) {
 	fences, err := fleet.FenceHolders(ctx, bed.Hub.Client, bed.HubNamespace())
@@ -148,14 +180,7 @@ func waitConverged(t *testing.T, ids map[string]*fleet.Replica) map[string]strin
 
 func TestShardedReplicas(t *testing.T) {
 	ctx := context.Background()
-	for _, cp := range bed.Downstreams {
-		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	audit := fleet.StartAuditor(t, bed.Downstreams)
-	replicas := fleet.Config{Binary: certhubBinary, Kubeconfig: hubKubeconfig,
-		HubNamespace: bed.HubNamespace(), ArgoNamespace: bed.ArgoNamespace()}
+	audit, replicas := prepare(t)
 	leaseDuration := fleet.FastTimings.LeaseDuration
 
 	var mu sync.Mutex
@@ -200,19 +225,7 @@ func TestShardedReplicas(t *testing.T) {
 	t.Logf("initial owners: %v", holders)
 
 	// A steady trickle of new Certificates across all clusters for the whole run.
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		for i := 0; loadCtx.Err() == nil; i++ {
-			cp := bed.Downstreams[i%len(bed.Downstreams)]
-			_ = cp.Client.Create(loadCtx, certificate(fmt.Sprintf("load-%04d", i)))
-			select {
-			case <-loadCtx.Done():
-			case <-time.After(150 * time.Millisecond):
-			}
-		}
-	}()
+	stopLoad := trickle("load", 150*time.Millisecond)
 	waitAllReady(t, 60*time.Second)
 
 	// SIGKILL: the victim's clusters must be served again once its fences
@@ -266,7 +279,6 @@ func TestShardedReplicas(t *testing.T) {
 	}
 
 	stopLoad()
-	<-loadDone
 	waitAllReady(t, 60*time.Second)
 	samples := sampler.Finish()
 	for _, b := range fleet.HeldByStopped(samples) {
@@ -289,14 +301,7 @@ func TestShardedReplicas(t *testing.T) {
 // frozen replica after the takeover.
 func TestFrozenWriterWritesNothingAfterTakeover(t *testing.T) {
 	ctx := context.Background()
-	for _, cp := range bed.Downstreams {
-		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	audit := fleet.StartAuditor(t, bed.Downstreams)
-	replicas := fleet.Config{Binary: certhubBinary, Kubeconfig: hubKubeconfig,
-		HubNamespace: bed.HubNamespace(), ArgoNamespace: bed.ArgoNamespace()}
+	audit, replicas := prepare(t)
 	running := map[string]*fleet.Replica{}
 	for _, id := range []string{"freeze-a", "freeze-b"} {
 		running[id] = replicas.Start(t, id)
@@ -309,19 +314,7 @@ func TestFrozenWriterWritesNothingAfterTakeover(t *testing.T) {
 	waitConverged(t, running)
 
 	// Writes all the time, so the frozen replica is likely mid-reconcile.
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		for i := 0; loadCtx.Err() == nil; i++ {
-			cp := bed.Downstreams[i%len(bed.Downstreams)]
-			_ = cp.Client.Create(loadCtx, certificate(fmt.Sprintf("freeze-load-%04d", i)))
-			select {
-			case <-loadCtx.Done():
-			case <-time.After(150 * time.Millisecond):
-			}
-		}
-	}()
+	stopLoad := trickle("freeze-load", 150*time.Millisecond)
 
 	frozen := busiest(t, running)
 	var other *fleet.Replica
@@ -349,7 +342,6 @@ func TestFrozenWriterWritesNothingAfterTakeover(t *testing.T) {
 	waitConverged(t, running)
 	probe(t, bed.Downstreams, "after-thaw")
 	stopLoad()
-	<-loadDone
 	waitAllReady(t, 60*time.Second)
 
 	writes := audit.Check(t) // a write under an old transition after a newer one fails here

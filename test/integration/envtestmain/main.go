@@ -9,11 +9,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -33,6 +35,9 @@ type Options struct {
 	// Hub, when set, runs one replica in-process; it may adjust the options
 	// (namespaces and identity "replica-0" are already set, metrics and probes off).
 	Hub func(*app.Options)
+	// HubTransport, when set, wraps the in-process replica's transport to
+	// the hub API server (to observe what it asks for and receives).
+	HubTransport func(http.RoundTripper) http.RoundTripper
 	// Binary, when set, builds the certhub binary first (with -race when race is true).
 	Binary bool
 	// Race builds the binary with -race.
@@ -120,7 +125,11 @@ func Run(m *testing.M, opts Options, env **Env) int {
 	opts.Hub(o)
 	hubCtx, stopHub := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, e.Bed.Hub.Config, o) }()
+	cfg := rest.CopyConfig(e.Bed.Hub.Config)
+	if opts.HubTransport != nil {
+		cfg.Wrap(opts.HubTransport)
+	}
+	go func() { done <- app.Run(hubCtx, cfg, o) }()
 	code := m.Run()
 	stopHub()
 	if err := <-done; err != nil {

@@ -1,11 +1,16 @@
 package app
 
 import (
+	"errors"
 	"flag"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // NewCommand returns the certhub root command with its subcommands.
@@ -16,7 +21,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newVersionCommand(), newExecShimCommand())
 	return root
 }
 
@@ -38,6 +43,9 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 			if err != nil {
 				return err
 			}
+			if o.ExecShim, err = os.Executable(); err != nil {
+				return fmt.Errorf("failed to find the certhub binary (it runs exec plugins): %w", err)
+			}
 			return Run(ctrl.SetupSignalHandler(), cfg, o)
 		},
 	}
@@ -46,4 +54,24 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 	zo.BindFlags(gfs)
 	cmd.Flags().AddGoFlagSet(gfs)
 	return cmd
+}
+
+// newExecShimCommand is how the hub runs exec credential plugins
+// (inventory/execshim.go); not for users.
+func newExecShimCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                inventory.ExecShimCommand + " [--timeout D] [--keep NAME]... -- COMMAND [ARG]...",
+		Short:              "Run an exec credential plugin with a minimal environment and a deadline (used by the hub)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		SilenceUsage:       true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := inventory.RunExecShim(cmd.Context(), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if te := (*inventory.ExecTimeoutError)(nil); errors.As(err, &te) {
+				fmt.Fprintln(cmd.ErrOrStderr(), err)
+				os.Exit(inventory.ExecShimTimeoutExit) // the code the hub reads back from client-go
+			}
+			return err
+		},
+	}
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// RequestTimeout bounds every downstream request but watches. Default
 	// certsync.DefaultReconcileTimeout and inventory.DefaultRequestTimeout.
 	ReconcileTimeout, RequestTimeout time.Duration
+	// Workers reconcile Certificates of every cluster, at most
+	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
+	Workers, WorkersPerCluster int
 	// LoopMaxIssuances and LoopWindow configure certsync's loop guard: more
 	// issuances of one Certificate generation than this within the window
 	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
@@ -70,6 +73,9 @@ type Options struct {
 	// ExecPlugins are the exec credential plugins registrations may name.
 	// Defaults to inventory.DefaultExecPlugins (argocd-k8s-auth).
 	ExecPlugins []string
+	// ExecShim is the certhub binary that runs exec plugins in a minimal
+	// environment with a deadline; `certhub run` sets it to itself.
+	ExecShim string
 	// DefaultPolicy decides Certificates no IssuancePolicy selects: "allow"
 	// (certhub before policies) or "deny". Defaults to "allow"; the shipped
 	// kustomize base sets "deny".
@@ -98,6 +104,7 @@ func NewOptions() *Options {
 		Coordinator:            CoordinatorCerthub,
 		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
 		ReconcileTimeout:       certsync.DefaultReconcileTimeout,
+		Workers:                certsync.DefaultMaxConcurrentReconciles,
 		RequestTimeout:         inventory.DefaultRequestTimeout,
 		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
 		LoopWindow:             certsync.DefaultLoopWindow,
@@ -129,6 +136,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
+	fs.IntVar(&o.Workers, "concurrent-workers", o.Workers, "Workers reconciling Certificates, shared by all clusters in turn")
+	fs.IntVar(&o.WorkersPerCluster, "concurrent-workers-per-cluster", o.WorkersPerCluster, "Most workers one cluster occupies at once, so a hung API server leaves the rest to the others (0: half of --concurrent-workers, rounded up)")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "Deadline of one Certificate reconcile (above the slowest key generation)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "Deadline of every downstream API request but watches, response body included: a hung or slow cluster cannot hold a worker longer")
 	fs.IntVar(&o.LoopMaxIssuances, "loop-max-issuances", o.LoopMaxIssuances, "Loop guard: a Certificate issued more often than this for one spec within --loop-window (no spec change, Secret deletion or manual trigger between) is paused with Ready=False/IssuanceLoopDetected and retried on back-off")
@@ -164,6 +173,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
+	}
+	if o.Workers < 1 || o.WorkersPerCluster < 0 || o.WorkersPerCluster > o.Workers {
+		errs = append(errs, fmt.Errorf("--concurrent-workers (%d) must be at least 1 and --concurrent-workers-per-cluster (%d) between 0 and it", o.Workers, o.WorkersPerCluster))
 	}
 	if o.ReconcileTimeout <= 0 || o.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--reconcile-timeout (%s) and --request-timeout (%s) must be positive", o.ReconcileTimeout, o.RequestTimeout))

@@ -21,8 +21,9 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 		t.Fatalf("valid options rejected: %v", err)
 	}
 	o.Namespace, o.Identity, o.ClusterSelector = "", "", "certhub.io/enabled in (true"
+	o.Workers, o.WorkersPerCluster = 2, 3
 	err := o.Validate()
-	for _, flag := range []string{"--namespace", "--identity", "--cluster-selector"} {
+	for _, flag := range []string{"--namespace", "--identity", "--cluster-selector", "--concurrent-workers-per-cluster"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Fatalf("err = %v, want %s named", err, flag)
 		}

@@ -167,6 +167,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		AllowLinkLocal:  o.AllowLinkLocalClusters,
 		RequestTimeout:  o.RequestTimeout,
 		ExecPlugins:     append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
+		ExecShim:        o.ExecShim,
 	})
 	if err != nil {
 		return err
@@ -204,6 +205,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
 	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}

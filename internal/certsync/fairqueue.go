@@ -1,6 +1,10 @@
 package certsync
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -14,45 +18,114 @@ import (
 // healthy cluster waited 7.6 s instead of 31 ms
 // (test/integration/adversarial TestHungAndSlowClustersStarveNobody).
 //
+// Turns alone do not stop a cluster whose API server hangs mid-response from
+// holding every worker: when nobody else has work queued, each free worker
+// takes its next item and hangs too, and the neighbour's next Certificate
+// finds no worker until a request timeout frees one. So one cluster occupies
+// at most perCluster workers at once (Options.MaxConcurrentReconcilesPerCluster,
+// default half of them): its further items wait in the queue, not in a worker.
+//
 // Only the storage of client-go's workqueue is replaced (its Queue
 // interface); de-duplication, the processing set, delays and rate limiting
 // stay client-go's. It replaces controller-runtime's default priority
 // queue, whose priorities are per item, not per cluster.
 
-// newFairQueue is the controller's NewQueue.
-func newFairQueue(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
-	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[mcreconcile.Request]{Name: name, Queue: &roundRobin{byCluster: map[multicluster.ClusterName][]mcreconcile.Request{}}})
-	d := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[mcreconcile.Request]{Name: name, Queue: q})
-	return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[mcreconcile.Request]{Name: name, DelayingQueue: d})
+// wakeCluster names the sentinel requests that wake a waiting worker when a
+// cluster at its cap frees a worker (client-go signals only on Add). No
+// cluster can be named so: cluster names are DNS labels.
+const wakeCluster multicluster.ClusterName = "\x00wake"
+
+// newFairQueue returns the controller's NewQueue: clusters take turns, each
+// in at most perCluster workers at once (0: no bound).
+func newFairQueue(perCluster int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+	return func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+		rr := &roundRobin{byCluster: map[multicluster.ClusterName][]mcreconcile.Request{}, busy: map[multicluster.ClusterName]int{}, perCluster: perCluster}
+		q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[mcreconcile.Request]{Name: name, Queue: rr})
+		d := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[mcreconcile.Request]{Name: name, Queue: q})
+		return &fairQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[mcreconcile.Request]{Name: name, DelayingQueue: d}), rr: rr}
+	}
 }
 
-// roundRobin is a FIFO per cluster, popped one cluster at a time in turn.
-// The workqueue calls it under its own lock.
+// fairQueue tells the storage when a worker is done with a cluster's item,
+// and hides the wake sentinels from the workers.
+type fairQueue struct {
+	workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+	rr    *roundRobin
+	wakes atomic.Uint64
+}
+
+func (q *fairQueue) Get() (mcreconcile.Request, bool) {
+	for {
+		r, shutdown := q.TypedRateLimitingInterface.Get()
+		if shutdown || r.ClusterName != wakeCluster {
+			return r, shutdown
+		}
+		q.TypedRateLimitingInterface.Done(r)
+	}
+}
+
+func (q *fairQueue) Done(r mcreconcile.Request) {
+	if q.rr.release(r.ClusterName) {
+		// A distinct sentinel each time: Add of one already queued signals nobody.
+		w := mcreconcile.Request{ClusterName: wakeCluster}
+		w.Name = strconv.FormatUint(q.wakes.Add(1), 10)
+		q.Add(w)
+	}
+	q.TypedRateLimitingInterface.Done(r)
+}
+
+// roundRobin is a FIFO per cluster, popped one cluster at a time in turn,
+// skipping clusters that occupy perCluster workers. The workqueue calls
+// Push, Pop and Len under its own lock; release comes from fairQueue.Done.
 type roundRobin struct {
-	byCluster map[multicluster.ClusterName][]mcreconcile.Request
-	turns     []multicluster.ClusterName // clusters with items, next first
-	n         int
+	mu         sync.Mutex
+	byCluster  map[multicluster.ClusterName][]mcreconcile.Request
+	turns      []multicluster.ClusterName // clusters with items, next first
+	busy       map[multicluster.ClusterName]int
+	perCluster int
+	n, blocked int // items queued; of those, items of clusters at their cap
 }
 
 var _ workqueue.Queue[mcreconcile.Request] = &roundRobin{}
 
 func (q *roundRobin) Touch(mcreconcile.Request) {}
 
+func (q *roundRobin) atCap(c multicluster.ClusterName) bool {
+	return q.perCluster > 0 && c != wakeCluster && q.busy[c] >= q.perCluster
+}
+
 func (q *roundRobin) Push(r mcreconcile.Request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	items := q.byCluster[r.ClusterName]
 	if len(items) == 0 {
 		q.turns = append(q.turns, r.ClusterName)
 	}
 	q.byCluster[r.ClusterName] = append(items, r)
 	q.n++
+	if q.atCap(r.ClusterName) {
+		q.blocked++
+	}
 }
 
-func (q *roundRobin) Len() int { return q.n }
+// Len is the number of items a worker may take now.
+func (q *roundRobin) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n - q.blocked
+}
 
+// Pop takes the next item of the first cluster in turn below its cap; the
+// workqueue calls it only when Len > 0.
 func (q *roundRobin) Pop() mcreconcile.Request {
-	c := q.turns[0]
-	q.turns[0] = "" // let the backing array forget it
-	q.turns = q.turns[1:]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := 0
+	for i < len(q.turns)-1 && q.atCap(q.turns[i]) {
+		i++
+	}
+	c := q.turns[i]
+	q.turns = append(q.turns[:i], q.turns[i+1:]...)
 	items := q.byCluster[c]
 	r := items[0]
 	items[0] = mcreconcile.Request{}
@@ -63,5 +136,30 @@ func (q *roundRobin) Pop() mcreconcile.Request {
 		delete(q.byCluster, c)
 	}
 	q.n--
+	if c != wakeCluster {
+		q.busy[c]++
+		if q.atCap(c) {
+			q.blocked += len(items)
+		}
+	}
 	return r
+}
+
+// release records that a worker finished an item of c, and reports whether
+// that let c's queued items be taken again.
+func (q *roundRobin) release(c multicluster.ClusterName) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c == wakeCluster || q.busy[c] == 0 {
+		return false
+	}
+	wasAtCap := q.atCap(c)
+	if q.busy[c]--; q.busy[c] == 0 {
+		delete(q.busy, c)
+	}
+	if !wasAtCap {
+		return false
+	}
+	q.blocked -= len(q.byCluster[c])
+	return len(q.byCluster[c]) > 0
 }

@@ -18,7 +18,7 @@ func req(cluster, name string) mcreconcile.Request {
 
 // A cluster with a backlog does not go first: the others get every other turn.
 func TestFairQueueTakesClustersInTurn(t *testing.T) {
-	q := newFairQueue("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 5 {
 		q.Add(req("busy", fmt.Sprintf("b%d", i)))
@@ -35,5 +35,54 @@ func TestFairQueueTakesClustersInTurn(t *testing.T) {
 	}
 	if want := "b0 q0 o0 b1 q1 b2 b3 b4"; strings.Join(got, " ") != want {
 		t.Errorf("order %v, want %s", got, want)
+	}
+}
+
+// A cluster holding its cap of workers (here a hung one: its items are never
+// Done) gets no further worker; a neighbour's item added later is taken at
+// once; when one of its items is Done, a waiting worker takes its next one.
+func TestFairQueueBoundsWorkersPerCluster(t *testing.T) {
+	q := newFairQueue(2)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	defer q.ShutDown()
+	for i := range 5 {
+		q.Add(req("hung", fmt.Sprintf("h%d", i)))
+	}
+	h0, _ := q.Get()
+	h1, _ := q.Get()
+	if h0.Name != "h0" || h1.Name != "h1" {
+		t.Fatalf("got %s %s, want h0 h1", h0.Name, h1.Name)
+	}
+	if q.Len() != 0 {
+		t.Errorf("Len %d with the only cluster at its cap, want 0", q.Len())
+	}
+	waiting := make(chan string)
+	go func() {
+		r, _ := q.Get() // blocks: nothing a worker may take
+		waiting <- r.Name
+	}()
+	q.Add(req("quiet", "q0"))
+	if got := <-waiting; got != "q0" {
+		t.Fatalf("the waiting worker took %s, want the neighbour's q0", got)
+	}
+	go func() {
+		r, _ := q.Get()
+		waiting <- r.Name
+	}()
+	q.Done(h0) // frees one of hung's workers: the waiting worker is woken, not by a sentinel it sees
+	if got := <-waiting; got != "h2" {
+		t.Fatalf("after a hung item was Done the waiting worker took %s, want h2", got)
+	}
+}
+
+func TestFairQueueWithoutBoundServesOneCluster(t *testing.T) {
+	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	defer q.ShutDown()
+	for i := range 4 {
+		q.Add(req("only", fmt.Sprintf("o%d", i)))
+	}
+	for i := range 4 {
+		if r, _ := q.Get(); r.Name != fmt.Sprintf("o%d", i) {
+			t.Fatalf("got %s, want o%d", r.Name, i)
+		}
 	}
 }

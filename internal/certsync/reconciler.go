@@ -107,6 +107,11 @@ type Options struct {
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// MaxConcurrentReconcilesPerCluster bounds the workers one cluster
+	// occupies at once, so a cluster whose API server hangs mid-response
+	// leaves the rest to the others (fairqueue.go). Defaults to half of
+	// MaxConcurrentReconciles, rounded up.
+	MaxConcurrentReconcilesPerCluster int
 	// ReconcileTimeout is the deadline of one reconcile. Defaults to
 	// DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
@@ -142,6 +147,9 @@ func (o *Options) defaults() {
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if o.MaxConcurrentReconcilesPerCluster == 0 {
+		o.MaxConcurrentReconcilesPerCluster = (o.MaxConcurrentReconciles + 1) / 2
+	}
 	if o.ReconcileTimeout == 0 {
 		o.ReconcileTimeout = DefaultReconcileTimeout
 	}
@@ -173,8 +181,8 @@ func (o Options) Validate() error {
 	if o.Issuers == nil {
 		return errors.New("certsync: Issuers is required")
 	}
-	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
-		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
+	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.MaxConcurrentReconcilesPerCluster < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
+		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, MaxConcurrentReconcilesPerCluster, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
 	}
 	if o.LoopMaxIssuances < 0 || o.LoopWindow < 0 || o.LoopBackoff < 0 || o.LoopMaxBackoff < 0 {
 		return errors.New("certsync: LoopMaxIssuances, LoopWindow, LoopBackoff and LoopMaxBackoff must not be negative")
@@ -231,7 +239,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()). // policy changes: every Certificate decided again
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
-			NewQueue: newFairQueue}). // clusters take turns (fairqueue.go)
+			NewQueue: newFairQueue(opts.MaxConcurrentReconcilesPerCluster)}). // clusters take turns, each in at most half the workers (fairqueue.go)
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base

@@ -92,6 +92,11 @@ type Options struct {
 	// (matched on the resolved path). Nil defaults to DefaultExecPlugins;
 	// an empty, non-nil list allows none.
 	ExecPlugins []string
+	// ExecShim, when set, is the certhub binary: exec plugins run through
+	// its exec-credential command, with a minimal environment and killed
+	// after RequestTimeout (execshim.go). Defaults to "" (client-go runs
+	// them directly, with the hub's environment and no deadline).
+	ExecShim string
 	// AllowPlainHTTP allows registrations whose server is http:// (credentials
 	// in clear). Defaults to false: refused, naming the field.
 	AllowPlainHTTP bool
@@ -498,14 +503,19 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
-	restrictExec(cfg, p.opts.ExecPlugins)
+	if p.opts.ExecShim != "" {
+		shimExec(cfg, p.opts.ExecShim, p.opts.RequestTimeout)
+		restrictExec(cfg, []string{p.opts.ExecShim}) // the command was checked above; only the shim runs it
+	} else {
+		restrictExec(cfg, p.opts.ExecPlugins)
+	}
 	if !p.opts.AllowLinkLocal && cfg.Dial == nil {
 		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
 	}
 	withRequestTimeout(cfg, p.opts.RequestTimeout)
 	p.metrics.instrument(c.Name, cfg)
 	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, c) }); err != nil {
-		return nil, err
+		return nil, shimTimedOut(err, c, p.opts.RequestTimeout)
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {
 		o.Scheme = p.opts.Scheme

@@ -24,6 +24,7 @@ import (
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -172,15 +173,6 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 	ds := bed.Downstreams[0]
 	neighbourIssues(t, ds.Client, "status-keys", "web", "certhub status reading the cluster")
 
-	upstream, err := url.Parse(ds.Server())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Credentials pass through: the proxy only terminates TLS and records.
-	tr, err := rest.TransportFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: ds.Config.CAData}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newTrafficRecorder()
 	keyPEM := []string{"-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----", "-----BEGIN EC PRIVATE KEY-----"}
 	for _, m := range keyPEM {
@@ -194,11 +186,7 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 		}
 		return false
 	}
-	rp := httputil.NewSingleHostReverseProxy(upstream)
-	rp.Transport = rec.wrap(tr)
-	proxy := httptest.NewTLSServer(rp)
-	t.Cleanup(proxy.Close)
-	proxyCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
+	proxyURL, proxyCA := startHTTPProxy(t, ds, rec.wrap, nil)
 
 	// Registered in a namespace the running hub does not watch: only status reads it.
 	const statusNS = "status-only-argocd"
@@ -207,7 +195,7 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := inventory.NewSecret(statusNS, "proxied", "proxied", proxy.URL,
+	s, err := inventory.NewSecret(statusNS, "proxied", "proxied", proxyURL,
 		inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: proxyCA}})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +216,7 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 	}
 
 	// Control: the same proxy, a client listing managed Secrets whole.
-	c, err := client.New(&rest.Config{Host: proxy.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: proxyCA}}, client.Options{})
+	c, err := client.New(&rest.Config{Host: proxyURL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: proxyCA}}, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,4 +226,33 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 	if !sawKey() {
 		t.Fatal("control: listing Secrets whole through the proxy showed no tls.key; the recorder proves nothing")
 	}
+}
+
+// startHTTPProxy starts a TLS reverse proxy in front of cp's API server and
+// returns its URL and CA. Credentials pass through: it only terminates TLS;
+// wrap (if set) wraps its transport to cp, and handle (if set) may answer a
+// request itself instead (returning true).
+func startHTTPProxy(t *testing.T, cp *testbed.ControlPlane, wrap func(http.RoundTripper) http.RoundTripper,
+	handle func(http.ResponseWriter, *http.Request) bool) (string, []byte) {
+	t.Helper()
+	upstream, err := url.Parse(cp.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := rest.TransportFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: cp.Config.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		tr = wrap(tr)
+	}
+	rp := httputil.NewSingleHostReverseProxy(upstream)
+	rp.Transport = tr
+	proxy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if handle == nil || !handle(w, r) {
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy.URL, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
 }

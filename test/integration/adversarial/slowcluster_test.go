@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/inventory"
@@ -90,15 +93,19 @@ func (p *tcpProxy) close() {
 
 func (p *tcpProxy) url() string { return "https://" + p.l.Addr().String() }
 
-// registerVia registers cp's API server as cluster name, reached at server.
-func registerVia(t *testing.T, cp *testbed.ControlPlane, name, server string) {
+// registerVia registers cp's API server as cluster name, reached at server
+// whose certificate ca signs (nil: cp's own CA, for TCP proxies).
+func registerVia(t *testing.T, cp *testbed.ControlPlane, name, server string, ca []byte) {
 	t.Helper()
 	ctx := context.Background()
 	token, err := bed.ServiceAccountToken(ctx, cp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: cp.Config.CAData}}
+	if ca == nil {
+		ca = cp.Config.CAData
+	}
+	cc := inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: ca}}
 	s, err := inventory.NewSecret(bed.ArgoNamespace(), name, name, server, cc)
 	if err != nil {
 		t.Fatal(err)
@@ -131,8 +138,8 @@ func TestHungAndSlowClustersStarveNobody(t *testing.T) {
 
 	hung := startProxy(t, upstream.Host, -1)
 	slow := startProxy(t, upstream.Host, 300*time.Millisecond)
-	registerVia(t, spare, "adv-hung", hung.url())
-	registerVia(t, spare, "adv-slow", slow.url())
+	registerVia(t, spare, "adv-hung", hung.url(), nil)
+	registerVia(t, spare, "adv-slow", slow.url(), nil)
 
 	// Work for the slow cluster: created directly on its API server.
 	fixture.EnsureNamespace(t, spare.Client, "slow-tenant")
@@ -153,6 +160,66 @@ func TestHungAndSlowClustersStarveNobody(t *testing.T) {
 	// The hung one is reported, naming the timeout, and serves nothing.
 	e := fixture.WaitEvent(t, bed.Hub.Client, bed.ArgoNamespace(), "adv-hung", inventory.ReasonClusterUnreachable, "adv-hung")
 	t.Logf("adv-hung: %s", e.Note)
+}
+
+// Item 2, a cluster that stalls mid-work: its API server (an HTTP proxy in
+// front of a real one) serves reads but holds every Certificate and Secret
+// write until the hub's request timeout. With 12 Certificates to issue there,
+// every free worker would take one and hang; one cluster occupies at most
+// half the workers (certsync/fairqueue.go), so the proxy never holds more
+// than 2 of the 4 at once, and a neighbour issues meanwhile.
+func TestClusterStallingWritesHoldsHalfTheWorkers(t *testing.T) {
+	spare := bed.Downstreams[2] // registered only through proxies
+	var mu sync.Mutex
+	held, most := 0, 0
+	release := make(chan struct{})
+	stall := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet || !strings.Contains(r.URL.Path, "/certificates") && !strings.Contains(r.URL.Path, "/secrets") {
+			return false
+		}
+		mu.Lock()
+		held++
+		most = max(most, held)
+		mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+		mu.Lock()
+		held--
+		mu.Unlock()
+		http.Error(w, "stalled", http.StatusServiceUnavailable)
+		return true
+	}
+	url, ca := startHTTPProxy(t, spare, nil, stall)
+	t.Cleanup(func() { close(release) }) // before the proxy closes (cleanups run last first)
+
+	fixture.EnsureNamespace(t, spare.Client, "stall-tenant")
+	for i := range 12 {
+		if err := spare.Client.Create(context.Background(), fixture.Certificate("stall-tenant", fmt.Sprintf("c%02d", i), issuerName)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	registerVia(t, spare, "adv-stall", url, ca)
+	// The hub is inside the backlog once the proxy holds its writes.
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return held >= 1, nil
+	})
+	if err != nil {
+		t.Fatal("the hub never wrote to the stalling cluster")
+	}
+	var during []time.Duration
+	for i := range 3 {
+		during = append(during, neighbourIssues(t, bed.Downstreams[0].Client, fmt.Sprintf("stall-during-%d", i), "web", "a cluster holding its writes"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("neighbour create→Ready next to a stalling cluster: %s; writes the stalling cluster held at once: at most %d", roundAll(during), most)
+	if most > 2 {
+		t.Errorf("the stalling cluster held %d workers at once, want at most half of 4", most)
+	}
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -4,11 +4,16 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,8 +90,20 @@ func TestAuthForms(t *testing.T) {
 		return inventory.ClusterConfig{TLSClientConfig: ca, ExecProviderConfig: &inventory.ExecProviderConfig{
 			Command: cmd, APIVersion: "client.authentication.k8s.io/v1", Env: map[string]string{"CERTHUB_TOKEN": token}}}
 	}
-	t.Run("exec plugin on the allow-list", func(t *testing.T) {
-		issuedVia(t, "exec", execConfig(plugin(t, env.Dir, "get-token", script)))
+	t.Run("exec plugin on the allow-list, with a minimal environment", func(t *testing.T) {
+		envFile := filepath.Join(env.Dir, "plugin-env")
+		t.Setenv("CERTHUB_HUB_ONLY", "the plugin must not see this") // the hub's environment, as a pod's would be
+		issuedVia(t, "exec", execConfig(plugin(t, env.Dir, "get-token", "#!/bin/sh\nenv > "+envFile+"\n"+script[len("#!/bin/sh\n"):])))
+		seen, err := os.ReadFile(envFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(seen), "CERTHUB_TOKEN=") || !strings.Contains(string(seen), "KUBERNETES_EXEC_INFO=") {
+			t.Errorf("the plugin did not get its registration's env and client-go's request:\n%s", seen)
+		}
+		if strings.Contains(string(seen), "CERTHUB_HUB_ONLY") {
+			t.Errorf("the plugin saw the hub's environment:\n%s", seen)
+		}
 	})
 	t.Run("exec plugin not on the allow-list is never run", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "ran")
@@ -97,10 +114,27 @@ func TestAuthForms(t *testing.T) {
 			t.Errorf("the refused plugin ran")
 		}
 	})
-	t.Run("a hung exec plugin holds nobody", func(t *testing.T) {
-		register(t, "exec-hung", execConfig(plugin(t, env.Dir, "hang-token", "#!/bin/sh\nexec sleep 60\n")), nil)
+	t.Run("a hung exec plugin holds nobody and is killed", func(t *testing.T) {
+		pidFile := filepath.Join(env.Dir, "hung-pid")
+		register(t, "exec-hung", execConfig(plugin(t, env.Dir, "hang-token", "#!/bin/sh\necho $$ >> "+pidFile+"\nexec sleep 60\n")), nil)
 		issuedVia(t, "after-hung", inventory.ClusterConfig{BearerToken: token, TLSClientConfig: ca})
 		waitSecretEvent(t, "exec-hung", inventory.ReasonClusterUnreachable, "did not finish within")
+		// The shim kills it at the request timeout (5 s here), not after its 60 s.
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			raw, err := os.ReadFile(pidFile)
+			if err != nil {
+				return false, nil
+			}
+			first, _, _ := strings.Cut(string(raw), "\n") // the hub retries; the first run must be gone
+			pid, err := strconv.Atoi(strings.TrimSpace(first))
+			if err != nil {
+				return false, nil
+			}
+			return syscall.Kill(pid, 0) == syscall.ESRCH, nil
+		})
+		if err != nil {
+			t.Error("the hung plugin still runs 20 s after it started")
+		}
 	})
 	t.Run("CA pinned with serverName", func(t *testing.T) {
 		issuedVia(t, "servername", inventory.ClusterConfig{BearerToken: token,

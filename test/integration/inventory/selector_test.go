@@ -26,11 +26,14 @@ const (
 var env *envtestmain.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName,
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName, Binary: true,
 		Hub: func(o *app.Options) {
 			o.ClusterSelector = optIn + "=true"
 			// The exec plugins auth_test writes; anything else is refused.
 			o.ExecPlugins = []string{filepath.Join(env.Dir, "get-token"), filepath.Join(env.Dir, "hang-token")}
+			// They run as `certhub run` runs them: through the binary's
+			// exec-credential shim, killed after the request timeout.
+			o.ExecShim, o.RequestTimeout = env.Binary, 5*time.Second
 		}}, &env))
 }
 

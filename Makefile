@@ -58,13 +58,20 @@ demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo
 .PHONY: test
 test: test-unit test-argocd test-integration test-e2e ## Unit, Argo CD conformance, integration and end-to-end tests
 
+# cert-manager's shim package, which internal/shim runs as a library.
+CERTMANAGER_SHIM := github.com/cert-manager/cert-manager/pkg/controller/certificate-shim
+
 # The packages whose state machines the unit tests must cover on their own.
 UNIT_COVERAGE_PKGS := ./internal/shard ./internal/certsync ./internal/inventory ./internal/policy
 UNIT_COVERAGE_MIN := 70
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no API server); prints unit coverage of shard, certsync, inventory, policy (each must be >= 70%)
-	$(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...
+	@# Beside them, cert-manager's own certificate-shim tests on the module versions certhub links
+	@# (internal/shim runs that code; ~85 s, nearly all its test's waits, so it runs in parallel).
+	@log=$$(mktemp); $(GO) test $(GOTEST_FLAGS) $(CERTMANAGER_SHIM) > $$log 2>&1 & shim=$$!; \
+	  $(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...; rc=$$?; \
+	  wait $$shim; src=$$?; cat $$log; rm -f $$log; [ $$rc -eq 0 ] && [ $$src -eq 0 ]
 	@out=$$($(GO) test -count=1 -cover $(UNIT_COVERAGE_PKGS)); echo "$$out"; echo "$$out" | awk -v min=$(UNIT_COVERAGE_MIN) \
 	  '/coverage:/ { for (i = 1; i <= NF; i++) if ($$i == "coverage:") { c = $$(i+1); sub("%", "", c); if (c + 0 < min) { print "unit coverage of " $$2 " is " c "%, below " min "%"; bad = 1 } } } END { exit bad }'
 

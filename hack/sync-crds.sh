@@ -13,3 +13,13 @@ mkdir -p "$dst"
 cp "$dir"/deploy/crds/*.yaml "$dst"/
 chmod 0644 "$dst"/*.yaml
 echo "sync-crds: copied $(ls "$dst" | wc -l) CRDs from $dir" >&2
+
+# Gateway API's Gateway CRD (the standard channel), which the test bed
+# installs in the downstream clusters that should serve Gateways.
+gw="$(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"
+dst=internal/testbed/crds/gateway-api
+rm -f "$dst"/*.yaml
+mkdir -p "$dst"
+cp "$gw"/config/crd/standard/gateway.networking.k8s.io_gateways.yaml "$dst"/
+chmod 0644 "$dst"/*.yaml
+echo "sync-crds: copied the Gateway CRD from $gw" >&2

@@ -13,6 +13,7 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/shim"
 )
 
 // Defaults for Options.
@@ -58,6 +59,15 @@ type Options struct {
 	// RequestTimeout bounds every downstream request but watches. Default
 	// certsync.DefaultReconcileTimeout and inventory.DefaultRequestTimeout.
 	ReconcileTimeout, RequestTimeout time.Duration
+	// IngressShim and GatewayShim make Certificates from annotated Ingresses
+	// and Gateways downstream, as cert-manager's certificate-shim does
+	// (Gateways only where their CRDs are served). Both default to true.
+	IngressShim, GatewayShim bool
+	// DefaultIssuerName, Kind and Group serve Ingresses annotated only with
+	// an auto annotation (AutoCertificateAnnotations, default
+	// kubernetes.io/tls-acme). Kind defaults to ClusterIssuer.
+	DefaultIssuerName, DefaultIssuerKind, DefaultIssuerGroup string
+	AutoCertificateAnnotations                               []string
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
 	Workers, WorkersPerCluster int
@@ -96,20 +106,25 @@ type ShardOptions struct {
 // NewOptions returns Options with every default applied.
 func NewOptions() *Options {
 	o := &Options{
-		Namespace:              DefaultNamespace,
-		ClusterSecretNamespace: DefaultClusterSecretNamespace,
-		MetricsAddr:            DefaultMetricsAddr,
-		HealthProbeAddr:        DefaultHealthProbeAddr,
-		Identity:               os.Getenv("POD_NAME"),
-		Coordinator:            CoordinatorCerthub,
-		IssuerRetryInterval:    certsync.DefaultIssuerRetryInterval,
-		ReconcileTimeout:       certsync.DefaultReconcileTimeout,
-		Workers:                certsync.DefaultMaxConcurrentReconciles,
-		RequestTimeout:         inventory.DefaultRequestTimeout,
-		LoopMaxIssuances:       certsync.DefaultLoopMaxIssuances,
-		LoopWindow:             certsync.DefaultLoopWindow,
-		DefaultPolicy:          string(policy.Allow),
-		ExecPlugins:            append([]string(nil), inventory.DefaultExecPlugins...),
+		Namespace:                  DefaultNamespace,
+		ClusterSecretNamespace:     DefaultClusterSecretNamespace,
+		MetricsAddr:                DefaultMetricsAddr,
+		HealthProbeAddr:            DefaultHealthProbeAddr,
+		Identity:                   os.Getenv("POD_NAME"),
+		Coordinator:                CoordinatorCerthub,
+		IssuerRetryInterval:        certsync.DefaultIssuerRetryInterval,
+		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
+		Workers:                    certsync.DefaultMaxConcurrentReconciles,
+		IngressShim:                true,
+		GatewayShim:                true,
+		DefaultIssuerKind:          shim.DefaultIssuerKind,
+		DefaultIssuerGroup:         shim.DefaultIssuerGroup,
+		AutoCertificateAnnotations: []string{shim.DefaultAutoCertificateAnnotation},
+		RequestTimeout:             inventory.DefaultRequestTimeout,
+		LoopMaxIssuances:           certsync.DefaultLoopMaxIssuances,
+		LoopWindow:                 certsync.DefaultLoopWindow,
+		DefaultPolicy:              string(policy.Allow),
+		ExecPlugins:                append([]string(nil), inventory.DefaultExecPlugins...),
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -136,6 +151,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
+	fs.BoolVar(&o.IngressShim, "ingress-shim", o.IngressShim, "Create Certificates from Ingresses annotated cert-manager.io/cluster-issuer (or issuer, or an auto annotation) downstream, as cert-manager's ingress-shim does")
+	fs.BoolVar(&o.GatewayShim, "gateway-shim", o.GatewayShim, "Create Certificates from annotated Gateway API Gateways downstream, in clusters serving gateway.networking.k8s.io/v1 Gateways")
+	fs.StringVar(&o.DefaultIssuerName, "default-issuer-name", o.DefaultIssuerName, "Issuer of Certificates for Ingresses annotated only with an auto annotation (kubernetes.io/tls-acme: \"true\")")
+	fs.StringVar(&o.DefaultIssuerKind, "default-issuer-kind", o.DefaultIssuerKind, "Kind of --default-issuer-name")
+	fs.StringVar(&o.DefaultIssuerGroup, "default-issuer-group", o.DefaultIssuerGroup, "Group of --default-issuer-name")
+	fs.StringSliceVar(&o.AutoCertificateAnnotations, "auto-certificate-annotations", o.AutoCertificateAnnotations, "Ingress annotations that, set to \"true\", ask for a Certificate from the default issuer")
 	fs.IntVar(&o.Workers, "concurrent-workers", o.Workers, "Workers reconciling Certificates, shared by all clusters in turn")
 	fs.IntVar(&o.WorkersPerCluster, "concurrent-workers-per-cluster", o.WorkersPerCluster, "Most workers one cluster occupies at once, so a hung API server leaves the rest to the others (0: half of --concurrent-workers, rounded up)")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "Deadline of one Certificate reconcile (above the slowest key generation)")

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
@@ -34,6 +35,7 @@ import (
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/shim"
 )
 
 // newScheme returns the types certhub reads and writes, in the hub and downstream.
@@ -43,6 +45,9 @@ func newScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	if err := cmapi.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := gwapi.Install(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -208,6 +213,14 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
+	}
+	shimOpts := shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
+		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup, AutoCertificateAnnotations: o.AutoCertificateAnnotations}
+	if wo, ok := ownership.(shim.Ownership); ok {
+		shimOpts.Ownership = wo
+	}
+	if err := shim.SetupWithManager(mgr, shimOpts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -27,20 +27,25 @@ const (
 
 // DownstreamRules is what the hub's credentials may do in a downstream
 // cluster, and why:
-//   - certificates get/list/watch: the work list;
+//   - certificates get/list/watch: the work list; create/update/delete: the
+//     Certificates of annotated Ingresses and Gateways (internal/shim; it
+//     deletes only those an Ingress or Gateway controls);
 //   - certificates/status get/update/patch: Ready, notAfter, renewalTime, revision;
 //   - issuers get: namespaced Issuers (SelfSigned/CA) resolve downstream;
 //   - secrets get/list/watch/create/update/patch: the TLS Secrets (cached only
 //     when labelled certhub.io/managed-by), keystore passwords, CA key pairs
 //     of namespaced CA Issuers; never delete;
-//   - events create/patch/update: issuance Events on Certificates.
+//   - events create/patch/update: issuance Events on Certificates;
+//   - ingresses, gateways get/list/watch: read by the shims.
 func DownstreamRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"issuers"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, Verbs: []string{"get", "list", "watch"}},
 	}
 }
 

@@ -53,6 +53,27 @@ func TestEmbeddedCRDsMatchModule(t *testing.T) {
 	}
 }
 
+// The embedded Gateway CRD is the gateway-api module's (make crds).
+func TestEmbeddedGatewayCRDMatchesModule(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatalf("go list gateway-api module: %v", err)
+	}
+	const name = "gateway.networking.k8s.io_gateways.yaml"
+	want, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gatewayCRDFiles.ReadFile("crds/gateway-api/" + name)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the module's copy (%v); run make crds", name, err)
+	}
+	crds, err := DecodeCRDs(got)
+	if err != nil || len(crds) != 1 || crds[0].Name != "gateways.gateway.networking.k8s.io" {
+		t.Errorf("decoded %d CRDs (%v), want the Gateway CRD", len(crds), err)
+	}
+}
+
 // The test bed installs the IssuancePolicy CRD the hub's kustomize base ships.
 func TestEmbeddedPolicyCRDIsTheShippedOne(t *testing.T) {
 	const name = "certhub.io_issuancepolicies.yaml"

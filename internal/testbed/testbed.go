@@ -23,11 +23,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 )
 
 //go:embed crds/cert-manager/*.yaml crds/certhub/*.yaml
 var crdFiles embed.FS
+
+//go:embed crds/gateway-api/*.yaml
+var gatewayCRDFiles embed.FS
 
 //go:embed envtest.version
 var envtestVersion string
@@ -84,12 +88,13 @@ type Bed struct {
 	stopErr     error
 }
 
-// Scheme returns a scheme with Kubernetes' and cert-manager's types.
+// Scheme returns a scheme with Kubernetes', cert-manager's and Gateway API's types.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	must(clientgoscheme.AddToScheme(s))
 	must(cmapi.AddToScheme(s))
 	must(apiextensionsv1.AddToScheme(s))
+	must(gwapi.Install(s))
 	return s
 }
 
@@ -251,6 +256,25 @@ func (cp *ControlPlane) start(assets string) error {
 		return fmt.Errorf("failed to create client for %s: %w", cp.Name, err)
 	}
 	cp.Client = c
+	return nil
+}
+
+// InstallGatewayAPI installs Gateway API's Gateway CRD (standard channel,
+// from the sigs.k8s.io/gateway-api module go.mod pins) and waits until it is
+// served. Control planes start without it, like clusters without a Gateway
+// controller.
+func (cp *ControlPlane) InstallGatewayAPI() error {
+	raw, err := gatewayCRDFiles.ReadFile("crds/gateway-api/gateway.networking.k8s.io_gateways.yaml")
+	if err != nil {
+		return err
+	}
+	crds, err := DecodeCRDs(raw)
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{CRDs: crds}); err != nil {
+		return fmt.Errorf("failed to install the Gateway API CRD in %s: %w", cp.Name, err)
+	}
 	return nil
 }
 

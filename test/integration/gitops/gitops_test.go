@@ -126,7 +126,7 @@ func render(t *testing.T, path string) []*unstructured.Unstructured {
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
 	c := env.Bed.Hub.Client
-	for _, ns := range []string{"certhub", "argocd", "shop", "certhub-system", "apps"} {
+	for _, ns := range []string{"certhub", "argocd", "shop", "storefront", "certhub-system", "apps"} {
 		fixture.EnsureNamespace(t, c, ns)
 	}
 	// The dry-run does check schemas: a misspelt field is refused.
@@ -139,8 +139,8 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
-		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml",
-		"examples/clusters/east", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/certificate.yaml"} {
+		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml",
+		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)
 			if len(objs) == 0 {
@@ -237,6 +237,7 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 
 	t.Run("ApplicationSet-delivered Certificates", func(t *testing.T) { appSetFlow(t, s) })
+	t.Run("ApplicationSet-delivered annotated Ingress", func(t *testing.T) { ingressAppSetFlow(t, s) })
 }
 
 // appSetFlow renders argo/certificates-appset.yaml with Argo CD's own cluster
@@ -249,6 +250,30 @@ func appSetFlow(t *testing.T, registration *corev1.Secret) {
 	if _, err := env.Bed.CreateCAIssuer(ctx, "platform-ca"); err != nil { // examples/certificate.yaml's issuer
 		t.Fatal(err)
 	}
+	syncAppSet(t, registration, "argo/certificates-appset.yaml", "certificates-east", "examples/clusters/east")
+	fixture.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "shop", Name: "web"})
+	fixture.GetSecret(t, cp.Client, fixture.Certificate("shop", "web", "platform-ca"))
+}
+
+// ingressAppSetFlow is appSetFlow for argo/ingresses-appset.yaml: the
+// delivered Ingress ends with a Ready Certificate made by the hub's shim.
+func ingressAppSetFlow(t *testing.T, registration *corev1.Secret) {
+	cp := env.Bed.Downstreams[0]
+	syncAppSet(t, registration, "argo/ingresses-appset.yaml", "ingresses-east", "examples/clusters/east/ingress")
+	crt := fixture.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "storefront", Name: "storefront-tls"})
+	if ref := metav1.GetControllerOf(crt); ref == nil || ref.Kind != "Ingress" || ref.Name != "storefront" {
+		t.Errorf("Certificate storefront-tls controlled by %+v, want Ingress storefront", ref)
+	}
+	fixture.GetSecret(t, cp.Client, crt)
+}
+
+// syncAppSet renders appset with Argo CD's generator against the
+// registration, expects one Application name for path, and applies the
+// path's kustomization to the downstream cluster as Argo CD's sync would.
+func syncAppSet(t *testing.T, registration *corev1.Secret, appset, name, path string) {
+	t.Helper()
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[0]
 	raw, err := yaml.Marshal(registration)
 	if err != nil {
 		t.Fatal(err)
@@ -257,11 +282,11 @@ func appSetFlow(t *testing.T, registration *corev1.Secret) {
 	if err := os.WriteFile(secrets, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	appset, err := filepath.Abs(repo("argo/certificates-appset.yaml"))
+	abs, err := filepath.Abs(repo(appset))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "run", "./cmd/render-appset", appset, secrets)
+	cmd := exec.Command("go", "run", "./cmd/render-appset", abs, secrets)
 	cmd.Dir = repo("test/argocd")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.Output()
@@ -276,16 +301,14 @@ func appSetFlow(t *testing.T, registration *corev1.Secret) {
 		t.Fatalf("Argo CD's generator made %d Applications from one enabled cluster: %+v", len(apps), apps)
 	}
 	a := apps[0]
-	if a.Name != "certificates-east" || a.Project != "certhub" || a.Server != cp.Server() || a.Path != "examples/clusters/east" {
-		t.Fatalf("generated Application %+v, want certificates-east / certhub / %s / examples/clusters/east", a, cp.Server())
+	if a.Name != name || a.Project != "certhub" || a.Server != cp.Server() || a.Path != path {
+		t.Fatalf("generated Application %+v, want %s / certhub / %s / %s", a, name, cp.Server(), path)
 	}
 	for _, o := range render(t, a.Path) {
 		if err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
 			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	fixture.WaitReady(t, cp.Client, client.ObjectKey{Namespace: "shop", Name: "web"})
-	fixture.GetSecret(t, cp.Client, fixture.Certificate("shop", "web", "platform-ca"))
 }
 
 func tokenRequest() *authenticationv1.TokenRequest {

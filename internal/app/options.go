@@ -14,6 +14,7 @@ import (
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/trust"
 )
 
 // Defaults for Options.
@@ -68,6 +69,11 @@ type Options struct {
 	// kubernetes.io/tls-acme). Kind defaults to ClusterIssuer.
 	DefaultIssuerName, DefaultIssuerKind, DefaultIssuerGroup string
 	AutoCertificateAnnotations                               []string
+	// TrustBundles keeps the CA ClusterIssuers' certificates in a ConfigMap
+	// (TrustBundleConfigMap, key TrustBundleKey) in the downstream
+	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
+	TrustBundles                                                bool
+	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
 	Workers, WorkersPerCluster int
@@ -116,6 +122,9 @@ func NewOptions() *Options {
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		IngressShim:                true,
+		TrustBundles:               true,
+		TrustBundleConfigMap:       trust.DefaultConfigMapName,
+		TrustBundleKey:             trust.DefaultKey,
 		GatewayShim:                true,
 		DefaultIssuerKind:          shim.DefaultIssuerKind,
 		DefaultIssuerGroup:         shim.DefaultIssuerGroup,
@@ -151,6 +160,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
+	fs.BoolVar(&o.TrustBundles, "trust-bundles", o.TrustBundles, "Keep the CA ClusterIssuers' CA certificates in a ConfigMap in every downstream namespace --trust-bundle-namespaces selects (trust-manager's target layout)")
+	fs.StringVar(&o.TrustBundleConfigMap, "trust-bundle-configmap", o.TrustBundleConfigMap, "Name of the trust bundle ConfigMap downstream")
+	fs.StringVar(&o.TrustBundleKey, "trust-bundle-key", o.TrustBundleKey, "Key of the PEM bundle in the trust bundle ConfigMap")
+	fs.StringVar(&o.TrustBundleNamespaces, "trust-bundle-namespaces", o.TrustBundleNamespaces, "Label selector of the downstream namespaces that get the trust bundle (empty: all)")
 	fs.BoolVar(&o.IngressShim, "ingress-shim", o.IngressShim, "Create Certificates from Ingresses annotated cert-manager.io/cluster-issuer (or issuer, or an auto annotation) downstream, as cert-manager's ingress-shim does")
 	fs.BoolVar(&o.GatewayShim, "gateway-shim", o.GatewayShim, "Create Certificates from annotated Gateway API Gateways downstream, in clusters serving gateway.networking.k8s.io/v1 Gateways")
 	fs.StringVar(&o.DefaultIssuerName, "default-issuer-name", o.DefaultIssuerName, "Issuer of Certificates for Ingresses annotated only with an auto annotation (kubernetes.io/tls-acme: \"true\")")
@@ -194,6 +207,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
+	}
+	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
+		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
 	}
 	if o.Workers < 1 || o.WorkersPerCluster < 0 || o.WorkersPerCluster > o.Workers {
 		errs = append(errs, fmt.Errorf("--concurrent-workers (%d) must be at least 1 and --concurrent-workers-per-cluster (%d) between 0 and it", o.Workers, o.WorkersPerCluster))

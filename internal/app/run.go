@@ -36,6 +36,7 @@ import (
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/trust"
 )
 
 // newScheme returns the types certhub reads and writes, in the hub and downstream.
@@ -166,7 +167,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Selector:        selector,
 		KubeconfigDir:   o.KubeconfigDir,
 		Scheme:          scheme,
-		ClusterOptions:  []cluster.Option{certsync.CacheOptions()},
+		ClusterOptions:  []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
 		OnLabelsChanged: func(multicluster.ClusterName) { policies.Changed() },
 		AllowPlainHTTP:  o.AllowPlainHTTPClusters,
 		AllowLinkLocal:  o.AllowLinkLocalClusters,
@@ -216,11 +217,22 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	}
 	shimOpts := shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
 		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup, AutoCertificateAnnotations: o.AutoCertificateAnnotations}
-	if wo, ok := ownership.(shim.Ownership); ok {
+	if wo, ok := ownership.(shard.Writer); ok {
 		shimOpts.Ownership = wo
 	}
 	if err := shim.SetupWithManager(mgr, shimOpts); err != nil {
 		return err
+	}
+	if o.TrustBundles {
+		nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
+		trustOpts := trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey, NamespaceSelector: nsSel,
+			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }}
+		if wo, ok := ownership.(shard.Writer); ok {
+			trustOpts.Ownership = wo
+		}
+		if err := trust.SetupWithManager(mgr, trustOpts); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -36,7 +36,10 @@ const (
 //     when labelled certhub.io/managed-by), keystore passwords, CA key pairs
 //     of namespaced CA Issuers; never delete;
 //   - events create/patch/update: issuance Events on Certificates;
-//   - ingresses, gateways get/list/watch: read by the shims.
+//   - ingresses, gateways get/list/watch: read by the shims;
+//   - namespaces get/list/watch, configmaps get/list/watch/create/update/delete:
+//     the trust bundle ConfigMaps (internal/trust; it deletes only its own,
+//     labelled certhub.io/trust-bundle).
 func DownstreamRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
@@ -46,6 +49,8 @@ func DownstreamRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 	}
 }
 

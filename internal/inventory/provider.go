@@ -190,6 +190,7 @@ type engaged struct {
 	hash   string
 	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
 	labels map[string]string
+	scoped bool // a namespace-scoped registration
 }
 
 // DuplicateError says another source already registers (or is connecting) the cluster name.
@@ -310,6 +311,15 @@ func (p *Provider) ClusterLabels(name multicluster.ClusterName) map[string]strin
 		return e.labels
 	}
 	return nil
+}
+
+// NamespaceScoped reports whether name is served through a namespace-scoped
+// registration (it may read and write only its namespaces).
+func (p *Provider) NamespaceScoped(name multicluster.ClusterName) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.clusters[name]
+	return ok && e.scoped
 }
 
 // setLabels records the labels of the Secret source that serves name, and
@@ -448,7 +458,7 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		stale = p.clusters[prev]
 		delete(p.clusters, prev)
 	}
-	reservation := &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels)}
+	reservation := &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0}
 	p.clusters[name] = reservation
 	p.bySource[source] = name
 	p.mu.Unlock()

@@ -679,3 +679,25 @@ func (c *Coordinator) updateMetrics(keys map[string]bool) {
 	c.metrics.owned.Set(float64(owned))
 	c.metrics.unowned.Set(float64(unowned))
 }
+
+// Writer hands out downstream writes one at a time with the instant this
+// replica's ownership ends. *Coordinator implements it.
+type Writer interface {
+	BeginWrite(name multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool)
+}
+
+// WriteContext returns ctx bounded by w's ownership of cluster — so a write
+// cannot complete after another replica may have taken the cluster over —,
+// the func that ends the write, and false when this replica may not write
+// now. A nil w allows every write with ctx unchanged.
+func WriteContext(ctx context.Context, w Writer, cluster multicluster.ClusterName) (context.Context, func(), bool) {
+	if w == nil {
+		return ctx, func() {}, true
+	}
+	_, until, done, ok := w.BeginWrite(cluster)
+	if !ok {
+		return ctx, func() {}, false
+	}
+	wctx, cancel := context.WithDeadline(ctx, until)
+	return wctx, func() { cancel(); done() }, true
+}

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/shard"
 )
 
 // Reasons of the shims' own Events (cert-manager's SyncFn emits its own:
@@ -80,7 +82,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// cluster's garbage collector), as with cert-manager.
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	wctx, done, ok := r.beginWrite(ctx, req.ClusterName)
+	wctx, done, ok := shard.WriteContext(ctx, r.opts.Ownership, req.ClusterName)
 	if !ok {
 		log.V(1).Info("skipping: cluster not owned by this replica")
 		return reconcile.Result{}, nil // the owner syncs it; ownership changes requeue everything
@@ -97,20 +99,6 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return reconcile.Result{}, fmt.Errorf("failed to sync the Certificates of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return reconcile.Result{}, nil
-}
-
-// beginWrite returns a context ending when this replica's ownership of
-// cluster does, or ok=false when it may not write now.
-func (r *reconciler) beginWrite(ctx context.Context, name multicluster.ClusterName) (context.Context, func(), bool) {
-	if r.opts.Ownership == nil {
-		return ctx, func() {}, true
-	}
-	_, until, done, ok := r.opts.Ownership.BeginWrite(name)
-	if !ok {
-		return ctx, func() {}, false
-	}
-	wctx, cancel := context.WithDeadline(ctx, until)
-	return wctx, func() { cancel(); done() }, true
 }
 
 // annotated is cert-manager's hasShimAnnotation: an issuer annotation, or

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"fmt"
-	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmcontroller "github.com/cert-manager/cert-manager/pkg/controller"
@@ -18,6 +17,8 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/shard"
 )
 
 const (
@@ -34,12 +35,6 @@ const (
 	DefaultIssuerGroup = "cert-manager.io"
 )
 
-// Ownership says whether this replica may write to a cluster now and until
-// when. *shard.Coordinator implements it; nil means every engaged cluster.
-type Ownership interface {
-	BeginWrite(cluster multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool)
-}
-
 // Options configure the shims.
 type Options struct {
 	// Ingress enables the Ingress shim. The zero Options enable nothing;
@@ -54,7 +49,7 @@ type Options struct {
 	// AutoCertificateAnnotations default to [DefaultAutoCertificateAnnotation].
 	AutoCertificateAnnotations []string
 	// Ownership gates every write. Nil: this replica writes everywhere.
-	Ownership Ownership
+	Ownership shard.Writer
 	// MaxConcurrentReconciles per shim. Defaults to 2.
 	MaxConcurrentReconciles int
 }

@@ -1,0 +1,246 @@
+package trust
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/shard"
+)
+
+const (
+	// ManagedLabel marks the ConfigMaps certhub writes (value "true"); only
+	// those are ever changed or deleted.
+	ManagedLabel = "certhub.io/trust-bundle"
+	// DefaultConfigMapName names the target ConfigMap, trust-manager style.
+	DefaultConfigMapName = "certhub-ca-bundle"
+	// DefaultKey is the target's key holding the PEM bundle.
+	DefaultKey = "ca.crt"
+	// ReasonNotManaged is the Event reason when a ConfigMap of the bundle's
+	// name exists and is not certhub's.
+	ReasonNotManaged = "TrustBundleConflict"
+)
+
+// Options configure the trust bundles.
+type Options struct {
+	// Namespace is the hub namespace holding the CA Secrets. Required.
+	Namespace string
+	// ConfigMapName and Key name the target. Default DefaultConfigMapName, DefaultKey.
+	ConfigMapName, Key string
+	// NamespaceSelector picks the downstream namespaces. Nil: every namespace.
+	NamespaceSelector labels.Selector
+	// Ownership gates every write. Nil: this replica writes everywhere.
+	Ownership shard.Writer
+	// Engage says whether a cluster gets bundles (false for namespace-scoped
+	// registrations). Nil: every cluster.
+	Engage func(name multicluster.ClusterName) bool
+}
+
+func (o *Options) defaults() {
+	if o.ConfigMapName == "" {
+		o.ConfigMapName = DefaultConfigMapName
+	}
+	if o.Key == "" {
+		o.Key = DefaultKey
+	}
+	if o.NamespaceSelector == nil {
+		o.NamespaceSelector = labels.Everything()
+	}
+}
+
+// CacheOptions makes a downstream cluster cache only certhub's bundle ConfigMaps.
+func CacheOptions() cluster.Option {
+	return func(o *cluster.Options) {
+		if o.Cache.ByObject == nil {
+			o.Cache.ByObject = map[client.Object]cache.ByObject{}
+		}
+		o.Cache.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})}
+	}
+}
+
+// SetupWithManager computes the bundle in the hub (mgr's local manager) and
+// keeps it in every engaged downstream cluster.
+func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+	opts.defaults()
+	if opts.Namespace == "" {
+		return errors.New("trust: Namespace is required")
+	}
+	log := mgr.GetLogger().WithName("trust")
+	b := &bundle{}
+	hub := &hubReconciler{c: mgr.GetLocalManager().GetClient(), namespace: opts.Namespace, bundle: b, log: log}
+	if err := hub.setup(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("failed to set up the trust bundle source: %w", err)
+	}
+	fan := &fanout{clusters: map[multicluster.ClusterName]context.Context{}}
+	b.subscribe(fan.all)
+	if err := mgr.Add(fan); err != nil {
+		return err
+	}
+	r := &reconciler{getCluster: mgr.GetCluster, opts: opts, bundle: b}
+	toCluster := mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(context.Context, client.Object) []mcreconcile.Request {
+		return []mcreconcile.Request{{}} // the cluster is filled in by the handler
+	})
+	var engage []mcbuilder.WatchesOption
+	if opts.Engage != nil {
+		engage = append(engage, mcbuilder.WithClusterFilter(func(name multicluster.ClusterName, _ cluster.Cluster) bool { return opts.Engage(name) }))
+	}
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named("trust-bundles").
+		Watches(&corev1.Namespace{}, toCluster, engage...).
+		Watches(&corev1.ConfigMap{}, toCluster, engage...). // drift: an edited or deleted copy
+		WatchesRawSource(fan.source()).                     // the bundle changed
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 2}).
+		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
+			if req == nil {
+				return log
+			}
+			return log.WithValues("cluster", req.ClusterName)
+		}).
+		Complete(r)
+}
+
+// fanout queues every engaged cluster when the bundle changes.
+type fanout struct {
+	mu       sync.Mutex
+	clusters map[multicluster.ClusterName]context.Context
+	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+}
+
+func (f *fanout) Engage(ctx context.Context, name multicluster.ClusterName, _ cluster.Cluster) error {
+	f.mu.Lock()
+	f.clusters[name] = ctx
+	f.mu.Unlock()
+	f.add(name)
+	return nil
+}
+
+func (f *fanout) Start(ctx context.Context) error { <-ctx.Done(); return nil }
+
+func (f *fanout) source() source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		f.mu.Lock()
+		f.queue = q
+		f.mu.Unlock()
+		f.all()
+		return nil
+	})
+}
+
+func (f *fanout) add(name multicluster.ClusterName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queue != nil {
+		f.queue.Add(mcreconcile.Request{ClusterName: name})
+	}
+}
+
+func (f *fanout) all() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, ctx := range f.clusters {
+		if ctx.Err() != nil {
+			delete(f.clusters, name)
+			continue
+		}
+		if f.queue != nil {
+			f.queue.Add(mcreconcile.Request{ClusterName: name})
+		}
+	}
+}
+
+type reconciler struct {
+	getCluster func(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error)
+	opts       Options
+	bundle     *bundle
+}
+
+// Reconcile makes one cluster's bundle ConfigMaps exact.
+func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if r.opts.Engage != nil && !r.opts.Engage(req.ClusterName) {
+		return reconcile.Result{}, nil
+	}
+	pemBytes, loaded := r.bundle.get()
+	if !loaded {
+		return reconcile.Result{RequeueAfter: time.Second}, nil // the hub side has not computed it yet
+	}
+	cl, err := r.getCluster(ctx, req.ClusterName)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
+	}
+	wctx, done, ok := shard.WriteContext(ctx, r.opts.Ownership, req.ClusterName)
+	if !ok {
+		return reconcile.Result{}, nil // the owner keeps it
+	}
+	defer done()
+	c := cl.GetClient()
+	namespaces := &corev1.NamespaceList{}
+	if err := c.List(ctx, namespaces); err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to list namespaces: %w", err)
+	}
+	have := &corev1.ConfigMapList{}
+	if err := c.List(ctx, have, client.MatchingLabels{ManagedLabel: "true"}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("failed to list trust bundle ConfigMaps: %w", err)
+	}
+	current := map[string]*corev1.ConfigMap{}
+	for i := range have.Items {
+		if cm := &have.Items[i]; cm.Name == r.opts.ConfigMapName {
+			current[cm.Namespace] = cm
+		}
+	}
+	want := map[string]string{r.opts.Key: string(pemBytes)}
+	var errs []error
+	written := 0
+	for i := range namespaces.Items {
+		ns := &namespaces.Items[i]
+		cm := current[ns.Name]
+		wanted := len(pemBytes) > 0 && ns.Status.Phase != corev1.NamespaceTerminating && r.opts.NamespaceSelector.Matches(labels.Set(ns.Labels))
+		switch {
+		case wanted && cm == nil:
+			n := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: r.opts.ConfigMapName, Labels: map[string]string{ManagedLabel: "true"}}, Data: want}
+			err := c.Create(wctx, n)
+			if apierrors.IsAlreadyExists(err) {
+				log.Info("a ConfigMap of the trust bundle's name exists and is not certhub's; left alone", "namespace", ns.Name, "configMap", r.opts.ConfigMapName)
+				cl.GetEventRecorder("certhub").Eventf(ns, nil, corev1.EventTypeWarning, ReasonNotManaged, "TrustBundle",
+					"ConfigMap %s/%s exists without label %s=true; certhub does not overwrite it", ns.Name, r.opts.ConfigMapName, ManagedLabel)
+				continue
+			}
+			errs = append(errs, err)
+			written++
+		case wanted && (!maps.Equal(cm.Data, want) || len(cm.BinaryData) > 0):
+			cm = cm.DeepCopy()
+			cm.Data, cm.BinaryData = want, nil
+			errs = append(errs, c.Update(wctx, cm))
+			written++
+		case !wanted && cm != nil:
+			errs = append(errs, client.IgnoreNotFound(c.Delete(wctx, cm, client.Preconditions{UID: &cm.UID})))
+			written++
+		}
+		delete(current, ns.Name)
+	}
+	if written > 0 {
+		log.V(1).Info("trust bundles written", "writes", written, "namespaces", len(namespaces.Items))
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+package trust
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/internal/trust"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+// waitBundle waits until cp's namespace ns holds the bundle ConfigMap with
+// exactly want (nil: no such ConfigMap) and returns it.
+func waitBundle(t *testing.T, cp *testbed.ControlPlane, ns string, want []byte) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: trust.DefaultConfigMapName}, cm)
+		if want == nil {
+			return client.IgnoreNotFound(err) == nil && err != nil, nil
+		}
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = cm.Data[trust.DefaultKey]
+		return last == string(want) && len(cm.Data) == 1 && cm.Labels[trust.ManagedLabel] == "true", nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s: trust bundle never became %q; last: %q", cp.Name, ns, want, last)
+	}
+	return cm
+}
+
+// handshake serves crt's Secret on loopback and connects with the roots in
+// bundle, as a workload trusting the ConfigMap would.
+func handshake(t *testing.T, c client.Client, crt *cmapi.Certificate, bundle []byte) error {
+	t.Helper()
+	s := fixture.GetSecret(t, c, crt)
+	pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		conn, err := l.Accept()
+		if err == nil {
+			if tc, ok := conn.(*tls.Conn); ok {
+				_ = tc.Handshake()
+			}
+			conn.Close()
+		}
+	}()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(bundle) {
+		t.Fatalf("the bundle holds no certificate: %q", bundle)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", l.Addr().String(), &tls.Config{RootCAs: roots, ServerName: crt.Spec.DNSNames[0]})
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
+// Every namespace of every served cluster gets the CA, a namespace created
+// later too, and a certificate issued there verifies against the bundle of
+// its own cluster.
+func TestBundleInEveryNamespaceAndTLSVerifies(t *testing.T) {
+	for _, cp := range env.Bed.Downstreams {
+		waitBundle(t, cp, "default", env.CAPEM)
+	}
+	cp := env.Bed.Downstreams[0]
+	fixture.EnsureNamespace(t, cp.Client, "web")
+	cm := waitBundle(t, cp, "web", env.CAPEM)
+	crt := fixture.Certificate("web", "site", issuerName, fixture.WithNames("", "site.example.com"))
+	if err := cp.Client.Create(context.Background(), crt); err != nil {
+		t.Fatal(err)
+	}
+	crt = fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	if err := handshake(t, cp.Client, crt, []byte(cm.Data[trust.DefaultKey])); err != nil {
+		t.Errorf("TLS handshake against the cluster's own bundle: %v", err)
+	}
+}
+
+// An edited copy is restored, a deleted one recreated.
+func TestBundleDriftIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	cp := env.Bed.Downstreams[1]
+	fixture.EnsureNamespace(t, cp.Client, "drift")
+	cm := waitBundle(t, cp, "drift", env.CAPEM)
+	cm.Data[trust.DefaultKey] = "tampered"
+	cm.Data["extra"] = "x"
+	if err := cp.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm = waitBundle(t, cp, "drift", env.CAPEM)
+	if err := cp.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitBundle(t, cp, "drift", env.CAPEM); got.UID == cm.UID {
+		t.Error("the deleted ConfigMap was not recreated")
+	}
+}
+
+// A second CA ClusterIssuer joins every bundle and leaves it when deleted;
+// one annotated certhub.io/trust-bundle: "false" never joins.
+func TestSecondCAJoinsAndLeaves(t *testing.T) {
+	ctx := context.Background()
+	second, err := env.Bed.CreateCAIssuer(ctx, "trust-ca-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := bundleOf(env.CAPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: second.Raw}))
+	for _, cp := range env.Bed.Downstreams {
+		waitBundle(t, cp, "default", both)
+	}
+	if _, err := env.Bed.CreateCAIssuer(ctx, "trust-ca-private"); err != nil {
+		t.Fatal(err)
+	}
+	private := &cmapi.ClusterIssuer{}
+	if err := env.Bed.Hub.Client.Get(ctx, client.ObjectKey{Name: "trust-ca-private"}, private); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(private.DeepCopy())
+	metav1.SetMetaDataAnnotation(&private.ObjectMeta, trust.OptOutAnnotation, "false")
+	if err := env.Bed.Hub.Client.Patch(ctx, private, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Bed.Hub.Client.Delete(ctx, &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "trust-ca-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the first CA alone: the opted-out one never joined, the deleted one left.
+	for _, cp := range env.Bed.Downstreams {
+		waitBundle(t, cp, "default", env.CAPEM)
+	}
+}
+
+// bundleOf is the bundle of these PEM certificates: sorted, as the hub writes it.
+func bundleOf(pems ...[]byte) []byte {
+	for i := range pems {
+		for j := i + 1; j < len(pems); j++ {
+			if bytes.Compare(pems[j], pems[i]) < 0 {
+				pems[i], pems[j] = pems[j], pems[i]
+			}
+		}
+	}
+	return bytes.Join(pems, nil)
+}

@@ -74,6 +74,15 @@ type Options struct {
 	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
 	TrustBundles                                                bool
 	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
+	// IssuanceRate is certificates per second for the whole hub (0: no
+	// limit); each replica admits its share, by the clusters it owns.
+	IssuanceRate float64
+	// MaxBudgetDelay is the fraction of a certificate's remaining life at
+	// renewal it may wait for the budget (certsync.DefaultMaxBudgetDelay).
+	MaxBudgetDelay float64
+	// RenewalJitter renews earlier by up to this fraction of the renewal
+	// window, fixed per Certificate (0: cert-manager's renewal time).
+	RenewalJitter float64
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
 	Workers, WorkersPerCluster int
@@ -121,6 +130,7 @@ func NewOptions() *Options {
 		IssuerRetryInterval:        certsync.DefaultIssuerRetryInterval,
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
+		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
 		IngressShim:                true,
 		TrustBundles:               true,
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
@@ -170,6 +180,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DefaultIssuerKind, "default-issuer-kind", o.DefaultIssuerKind, "Kind of --default-issuer-name")
 	fs.StringVar(&o.DefaultIssuerGroup, "default-issuer-group", o.DefaultIssuerGroup, "Group of --default-issuer-name")
 	fs.StringSliceVar(&o.AutoCertificateAnnotations, "auto-certificate-annotations", o.AutoCertificateAnnotations, "Ingress annotations that, set to \"true\", ask for a Certificate from the default issuer")
+	fs.Float64Var(&o.IssuanceRate, "issuance-rate", o.IssuanceRate, "Certificates issued per second by the whole hub (0: no limit); each replica admits its share, by the clusters it owns, nearest expiry first")
+	fs.Float64Var(&o.MaxBudgetDelay, "max-budget-delay", o.MaxBudgetDelay, "Fraction of a certificate's remaining life at its renewal time it may wait for --issuance-rate; past it, it is issued regardless")
+	fs.Float64Var(&o.RenewalJitter, "renewal-jitter", o.RenewalJitter, "Renew each certificate earlier than cert-manager would by up to this fraction of its renewal window (renewal time to expiry), fixed per Certificate, so Certificates issued together do not renew together (0: exactly cert-manager's time)")
 	fs.IntVar(&o.Workers, "concurrent-workers", o.Workers, "Workers reconciling Certificates, shared by all clusters in turn")
 	fs.IntVar(&o.WorkersPerCluster, "concurrent-workers-per-cluster", o.WorkersPerCluster, "Most workers one cluster occupies at once, so a hung API server leaves the rest to the others (0: half of --concurrent-workers, rounded up)")
 	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", o.ReconcileTimeout, "Deadline of one Certificate reconcile (above the slowest key generation)")
@@ -210,6 +223,12 @@ func (o *Options) Validate() error {
 	}
 	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
+	}
+	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
+		errs = append(errs, fmt.Errorf("--renewal-jitter (%v) must be in [0, 1]", o.RenewalJitter))
+	}
+	if o.IssuanceRate < 0 || o.MaxBudgetDelay <= 0 || o.MaxBudgetDelay > 1 {
+		errs = append(errs, fmt.Errorf("--issuance-rate (%v) must not be negative and --max-budget-delay (%v) must be in (0, 1]", o.IssuanceRate, o.MaxBudgetDelay))
 	}
 	if o.Workers < 1 || o.WorkersPerCluster < 0 || o.WorkersPerCluster > o.Workers {
 		errs = append(errs, fmt.Errorf("--concurrent-workers (%d) must be at least 1 and --concurrent-workers-per-cluster (%d) between 0 and it", o.Workers, o.WorkersPerCluster))

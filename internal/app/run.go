@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -210,7 +211,15 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+	var issuanceBudget certsync.Budget
+	if o.IssuanceRate > 0 {
+		bo := budget.Options{Rate: o.IssuanceRate}
+		if sc, ok := coord.(*shard.Coordinator); ok {
+			bo.Share = sc.Share
+		}
+		issuanceBudget = budget.New(bo)
+	}
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)

@@ -16,14 +16,15 @@ import (
 // Metric names mirror cert-manager's certmanager_certificate_* so dashboards
 // and alerts port over by swapping the prefix and adding the cluster label.
 const (
-	metricExpiration = "certhub_certificate_expiration_timestamp_seconds"
-	metricNotBefore  = "certhub_certificate_not_before_timestamp_seconds"
-	metricNotAfter   = "certhub_certificate_not_after_timestamp_seconds"
-	metricRenewal    = "certhub_certificate_renewal_timestamp_seconds"
-	metricReady      = "certhub_certificate_ready_status"
-	metricIssuance   = "certhub_certificate_issuance_duration_seconds"
-	metricLoops      = "certhub_certificate_issuance_loops_total"
-	metricViolations = "certhub_certificate_policy_violations"
+	metricExpiration  = "certhub_certificate_expiration_timestamp_seconds"
+	metricNotBefore   = "certhub_certificate_not_before_timestamp_seconds"
+	metricNotAfter    = "certhub_certificate_not_after_timestamp_seconds"
+	metricRenewal     = "certhub_certificate_renewal_timestamp_seconds"
+	metricReady       = "certhub_certificate_ready_status"
+	metricIssuance    = "certhub_certificate_issuance_duration_seconds"
+	metricLoops       = "certhub_certificate_issuance_loops_total"
+	metricBudgetWaits = "certhub_certificate_budget_waits_total"
+	metricViolations  = "certhub_certificate_policy_violations"
 )
 
 var certLabels = []string{"cluster", "namespace", "name", "issuer_name", "issuer_kind", "issuer_group"}
@@ -32,7 +33,7 @@ type syncMetrics struct {
 	expiration, notBefore, notAfter, renewal *prometheus.GaugeVec
 	ready                                    *prometheus.GaugeVec
 	issuance                                 *prometheus.HistogramVec
-	loops                                    *prometheus.CounterVec
+	loops, budgetWaits                       *prometheus.CounterVec
 	violations                               *prometheus.GaugeVec
 
 	mu        sync.Mutex                                   // guards violating
@@ -54,11 +55,13 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"cluster", "result"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricLoops,
 			Help: "Times the loop guard paused a Certificate that was issued again and again for one spec (reason IssuanceLoopDetected)."}, []string{"cluster"}),
+		budgetWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricBudgetWaits,
+			Help: "Issuances held back by the hub's issuance budget (--issuance-rate), counted when a Certificate starts waiting (Issuing=True, reason RateLimited)."}, []string{"cluster"}),
 		violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricViolations,
 			Help: "Issued certificates the issuance policies no longer allow (condition PolicyViolation=True; not revoked)."}, []string{"cluster"}),
 		violating: map[multicluster.ClusterName]map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance, m.loops, m.violations} {
+	for _, c := range []prometheus.Collector{m.expiration, m.notBefore, m.notAfter, m.renewal, m.ready, m.issuance, m.loops, m.budgetWaits, m.violations} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {

@@ -11,6 +11,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/cespare/xxhash/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -20,6 +21,7 @@ type input struct {
 	crt    *cmapi.Certificate
 	secret *corev1.Secret
 	now    time.Time
+	jitter float64 // Options.RenewalJitter
 }
 
 // secretState is the parsed content of an existing Secret.
@@ -76,7 +78,7 @@ func parseSecret(s *corev1.Secret) *secretState {
 
 func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
-	if c != nil && c.Status == cmmeta.ConditionTrue {
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != ReasonRateLimited { // certhub's own wait is no trigger
 		return ReasonManuallyTriggered, "Issuing condition set to True: " + c.Message, true
 	}
 	return "", "", false
@@ -144,7 +146,7 @@ func currentCertificateNearingExpiry(in input, st *secretState) (string, string,
 	if !in.now.Before(st.cert.NotAfter) {
 		return ReasonExpired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
 	}
-	rt, err := renewalTime(in.crt, st.cert)
+	rt, err := renewalTime(in.crt, st.cert, in.jitter)
 	if err == nil && !in.now.Before(rt.Time) {
 		return ReasonRenewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
 	}
@@ -152,8 +154,18 @@ func currentCertificateNearingExpiry(in input, st *secretState) (string, string,
 }
 
 // renewalTime is when cert should be renewed, by cert-manager's rules.
-func renewalTime(crt *cmapi.Certificate, cert *x509.Certificate) (*metav1.Time, error) {
-	return pki.RenewalTime(cert.NotBefore, cert.NotAfter, crt.Spec.RenewBefore, crt.Spec.RenewBeforePercentage, crt.Spec.Renewal)
+func renewalTime(crt *cmapi.Certificate, cert *x509.Certificate, jitter float64) (*metav1.Time, error) {
+	rt, err := pki.RenewalTime(cert.NotBefore, cert.NotAfter, crt.Spec.RenewBefore, crt.Spec.RenewBeforePercentage, crt.Spec.Renewal)
+	if err != nil || jitter <= 0 || rt == nil || !cert.NotAfter.After(rt.Time) {
+		return rt, err
+	}
+	// Earlier by up to jitter × the renewal window (renewal time → notAfter),
+	// by a fraction fixed per Certificate (its UID), so Certificates issued
+	// together renew spread out, never later than cert-manager would, and
+	// every reconcile computes the same time.
+	u := float64(xxhash.Sum64String(string(crt.UID))>>11) / (1 << 53)
+	early := time.Duration(u * jitter * float64(cert.NotAfter.Sub(rt.Time)))
+	return &metav1.Time{Time: rt.Add(-early).Truncate(time.Second)}, nil
 }
 
 // issuerKind is the kind cert-manager records for ref (default Issuer).

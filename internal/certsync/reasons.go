@@ -51,6 +51,9 @@ const (
 	// allows without a spec change, Secret deletion or manual trigger;
 	// issuance is paused with exponential back-off (loopguard.go).
 	ReasonIssuanceLoop = "IssuanceLoopDetected"
+	// ReasonRateLimited (Issuing=True): the issuance waits for the hub's
+	// issuance budget (--issuance-rate); the most urgent go first.
+	ReasonRateLimited = "RateLimited"
 
 	// Reasons the policy chain gives for (re)issuance; they appear in the
 	// Issuing condition and Events like cert-manager's trigger policies.

@@ -52,6 +52,13 @@ const (
 	// DefaultReconcileTimeout bounds one reconcile (above RSA-8192 key
 	// generation on a slow core, which cannot be interrupted).
 	DefaultReconcileTimeout = 2 * time.Minute
+	// DefaultMaxBudgetDelay: a renewal may wait for the issuance budget
+	// for half the time between its renewal time and expiry, no longer.
+	DefaultMaxBudgetDelay = 0.5
+	// newCertificateBudgetDelay is how long a Certificate without a usable
+	// certificate may wait for the budget after its creation: it serves
+	// nothing yet, so it goes before renewals of valid ones.
+	newCertificateBudgetDelay = 10 * time.Minute
 	// DefaultMaxConcurrentLargeKeys is how many workers may generate a large
 	// key (RSA ≥ 4096 bits) at once; the others stay free for everyone else.
 	DefaultMaxConcurrentLargeKeys = 1
@@ -79,6 +86,16 @@ type IssuerResolver interface {
 // stamp to record as the writer. *shard.Coordinator implements it.
 type Ownership interface {
 	Owns(cluster multicluster.ClusterName) (stamp string, ok bool)
+}
+
+// Budget admits issuances at the hub's rate, most urgent first.
+// *budget.Budget implements it.
+type Budget interface {
+	// Admit returns 0 when key may be issued now, else how long to wait;
+	// due is when it must be issued at the latest.
+	Admit(key string, due time.Time) time.Duration
+	// Forget says key no longer waits.
+	Forget(key string)
 }
 
 // Policy decides whether a Certificate may be issued. *policy.Engine
@@ -120,6 +137,18 @@ type Options struct {
 	// other MaxConcurrentReconciles-MaxConcurrentLargeKeys workers to
 	// everyone else. Defaults to DefaultMaxConcurrentLargeKeys.
 	MaxConcurrentLargeKeys int
+	// Budget, when set, admits every issuance (the hub's --issuance-rate);
+	// a Certificate waiting for it shows Issuing=True, reason RateLimited.
+	Budget Budget
+	// RenewalJitter renews each certificate earlier than cert-manager would
+	// by up to this fraction of its renewal window (renewal time → notAfter),
+	// fixed per Certificate, so a mass of Certificates issued together does
+	// not renew together. 0 (default): cert-manager's renewal time exactly.
+	RenewalJitter float64
+	// MaxBudgetDelay is the fraction of a certificate's remaining life at
+	// its renewal time it may spend waiting for the budget; past it, it is
+	// issued regardless. Defaults to DefaultMaxBudgetDelay.
+	MaxBudgetDelay float64
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
 	// LoopMaxIssuances is how many times one generation of a Certificate may
@@ -149,6 +178,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxConcurrentReconcilesPerCluster == 0 {
 		o.MaxConcurrentReconcilesPerCluster = (o.MaxConcurrentReconciles + 1) / 2
+	}
+	if o.MaxBudgetDelay == 0 {
+		o.MaxBudgetDelay = DefaultMaxBudgetDelay
 	}
 	if o.ReconcileTimeout == 0 {
 		o.ReconcileTimeout = DefaultReconcileTimeout
@@ -180,6 +212,9 @@ func (o *Options) defaults() {
 func (o Options) Validate() error {
 	if o.Issuers == nil {
 		return errors.New("certsync: Issuers is required")
+	}
+	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
+		return errors.New("certsync: RenewalJitter must be in [0, 1]")
 	}
 	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.MaxConcurrentReconcilesPerCluster < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
 		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, MaxConcurrentReconcilesPerCluster, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
@@ -425,7 +460,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	}
 
 	now := r.opts.clock.Now()
-	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
+	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: secret, now: now, jitter: r.opts.RenewalJitter})
 	if reissue && secret != nil {
 		// The cache may not have seen the last write to this Secret yet (ours
 		// a moment ago, or the previous owner's before a handoff): decide on
@@ -439,10 +474,13 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 				return reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
 			}
 			secret = live
-			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: secret, now: now})
+			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: secret, now: now, jitter: r.opts.RenewalJitter})
 		}
 	}
 	if !reissue {
+		if r.opts.Budget != nil {
+			r.opts.Budget.Forget(budgetKey(t))
+		}
 		if err := r.repairSecret(ctx, t, secret, pw); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -461,8 +499,44 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if !d.allow {
 		return r.pauseLoop(ctx, t, d, reason, message, now)
 	}
+	if r.opts.Budget != nil {
+		if wait := r.opts.Budget.Admit(budgetKey(t), r.budgetDue(crt, st)); wait > 0 {
+			return r.waitForBudget(ctx, t, wait, reason)
+		}
+	}
 	log.Info("issuing certificate", "reason", reason, "message", message)
 	return r.issue(ctx, t, secret, st, pw, d.record)
+}
+
+func budgetKey(t *target) string {
+	return string(t.name) + "/" + t.crt.Namespace + "/" + t.crt.Name
+}
+
+// budgetDue is when crt must be issued at the latest: with a valid
+// certificate, its renewal time + MaxBudgetDelay of the rest of its life;
+// without one, soon after the Certificate was created.
+func (r *reconciler) budgetDue(crt *cmapi.Certificate, st *secretState) time.Time {
+	if st != nil && st.cert != nil {
+		if rt, err := renewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && st.cert.NotAfter.After(rt.Time) {
+			rest := st.cert.NotAfter.Sub(rt.Time)
+			return rt.Add(time.Duration(r.opts.MaxBudgetDelay * float64(rest)))
+		}
+	}
+	return crt.CreationTimestamp.Add(newCertificateBudgetDelay)
+}
+
+// waitForBudget holds an issuance back until the budget admits it, saying
+// so once with Issuing=True, reason RateLimited.
+func (r *reconciler) waitForBudget(ctx context.Context, t *target, wait time.Duration, trigger string) (reconcile.Result, error) {
+	res := reconcile.Result{RequeueAfter: wait}
+	if c := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == ReasonRateLimited {
+		return res, nil // already said; the wait is short and changes every time
+	}
+	r.metrics.budgetWaits.WithLabelValues(string(t.name)).Inc()
+	msg := fmt.Sprintf("Waiting for the hub's issuance budget (--issuance-rate), most urgent first; then issuing (%s)", trigger)
+	return res, r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
+		r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, ReasonRateLimited, msg)
+	})
 }
 
 // pauseLoop holds back an issuance the loop guard refused. When the guard
@@ -744,7 +818,7 @@ func (r *reconciler) applySecret(ctx context.Context, t *target, existing *corev
 // certificate's validity and renewal time, revision+revisionDelta, and clears
 // Issuing and failure fields. It requeues at the renewal time.
 func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certificate, revisionDelta int) (reconcile.Result, error) {
-	rt, err := renewalTime(t.crt, cert)
+	rt, err := renewalTime(t.crt, cert, r.opts.RenewalJitter)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to compute renewal time: %w", err)
 	}

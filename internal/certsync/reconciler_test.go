@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
@@ -537,5 +538,68 @@ func TestWritesCarryTheOwnershipDeadline(t *testing.T) {
 		if !d.Equal(until) {
 			t.Errorf("write %d: deadline %v, want the ownership's %v", i, d, until)
 		}
+	}
+}
+
+// fakeBudget admits when open, else asks for wait; it records the due times asked with.
+type fakeBudget struct {
+	open   bool
+	wait   time.Duration
+	asked  []time.Time
+	forgot []string
+}
+
+func (b *fakeBudget) Admit(_ string, due time.Time) time.Duration {
+	b.asked = append(b.asked, due)
+	if b.open {
+		return 0
+	}
+	return b.wait
+}
+
+func (b *fakeBudget) Forget(key string) { b.forgot = append(b.forgot, key) }
+
+// A Certificate the budget holds back says so once (Issuing=True, reason
+// RateLimited), is asked again after the budget's wait, is issued when
+// admitted, and the wait is no trigger of its own: once up to date, the
+// budget is told it no longer waits.
+func TestReconcileWaitsForTheBudget(t *testing.T) {
+	crt := testCertificate()
+	crt.CreationTimestamp = metav1.NewTime(time.Now())
+	h := newReconcilerHarness(t, nil, crt)
+	b := &fakeBudget{wait: 700 * time.Millisecond}
+	h.r.opts.Budget = b
+	res := h.reconcile("web")
+	got := h.certificate("web")
+	issuing := apiutil.GetCertificateCondition(got, cmapi.CertificateConditionIssuing)
+	if res.RequeueAfter != b.wait || h.secret("web-tls") != nil || issuing == nil || issuing.Status != cmmeta.ConditionTrue || issuing.Reason != ReasonRateLimited {
+		t.Fatalf("held back: requeue %s, Issuing %+v, Secret written %v", res.RequeueAfter, issuing, h.secret("web-tls") != nil)
+	}
+	if want := got.CreationTimestamp.Add(newCertificateBudgetDelay); !b.asked[0].Equal(want) {
+		t.Errorf("a new Certificate asked with due %s, want creation + %s", b.asked[0], newCertificateBudgetDelay)
+	}
+	rv := got.ResourceVersion
+	h.reconcile("web") // still waiting: nothing written again
+	if h.certificate("web").ResourceVersion != rv {
+		t.Error("a second wait wrote the status again")
+	}
+	b.open = true
+	h.reconcile("web")
+	got = h.certificate("web")
+	if apiutil.GetCertificateCondition(got, cmapi.CertificateConditionIssuing) != nil || ready(got) == nil || ready(got).Status != cmmeta.ConditionTrue || rev(got) != 1 {
+		t.Fatalf("admitted: status %+v", got.Status)
+	}
+	b.asked = nil
+	h.reconcile("web")
+	if len(b.asked) != 0 || len(b.forgot) == 0 || b.forgot[len(b.forgot)-1] != "east/shop/web" {
+		t.Errorf("up to date: asked %v, forgot %v", b.asked, b.forgot)
+	}
+	// A renewal asks with its renewal time + half the rest of its life.
+	h.clk.SetTime(got.Status.RenewalTime.Add(time.Minute))
+	b.open = false
+	h.reconcile("web")
+	rt, na := got.Status.RenewalTime.Time, got.Status.NotAfter.Time
+	if want := rt.Add(na.Sub(rt) / 2); len(b.asked) != 1 || !b.asked[0].Equal(want) {
+		t.Errorf("renewal asked with due %v, want %s", b.asked, want)
 	}
 }

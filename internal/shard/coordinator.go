@@ -701,3 +701,20 @@ func WriteContext(ctx context.Context, w Writer, cluster multicluster.ClusterNam
 	wctx, cancel := context.WithDeadline(ctx, until)
 	return wctx, func() { cancel(); done() }, true
 }
+
+// Share is the fraction of the known clusters this replica owns and has
+// engaged (0 when it knows none): its share of a hub-wide budget.
+func (c *Coordinator) Share() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.clusters) == 0 {
+		return 0
+	}
+	owned := 0
+	for _, cs := range c.clusters {
+		if cs.engCancel != nil {
+			owned++
+		}
+	}
+	return float64(owned) / float64(len(c.clusters))
+}

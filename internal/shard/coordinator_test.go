@@ -296,6 +296,9 @@ func TestCoordinatorReleasesOnRebalance(t *testing.T) {
 	}
 	h.c.step(h.ctx)
 	h.waitEngaged(names...)
+	if got := h.c.Share(); got != 1 {
+		t.Errorf("Share = %v holding every cluster, want 1", got)
+	}
 	h.peer("r1")
 	h.c.step(h.ctx)
 	peers := []Peer{{ID: "r0", Weight: 1}, {ID: "r1", Weight: 1}}
@@ -318,6 +321,9 @@ func TestCoordinatorReleasesOnRebalance(t *testing.T) {
 		if f := h.fence(n); *f.Spec.HolderIdentity != "" || *f.Spec.LeaseDurationSeconds != 1 {
 			t.Errorf("%s not released: holder %q duration %d", n, *f.Spec.HolderIdentity, *f.Spec.LeaseDurationSeconds)
 		}
+	}
+	if got, want := h.c.Share(), float64(len(mine))/float64(len(names)); got != want {
+		t.Errorf("Share = %v after the rebalance, want %d/%d", got, len(mine), len(names))
 	}
 	// r1 goes away (its peer Lease expires): everything comes back.
 	h.clk.Step(15 * time.Second)

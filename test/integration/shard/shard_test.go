@@ -290,3 +290,82 @@ func TestShardedReplicas(t *testing.T) {
 		t.Fatal("the audit saw no writes")
 	}
 }
+
+// Three replicas with --issuance-rate=4 (certificates per second for the
+// whole hub; each replica admits its share, by the clusters it owns) issue
+// 48 new Certificates over the six clusters no faster than 4/s + 10 %, and
+// the held-back ones say so (Issuing=True, reason RateLimited).
+func TestIssuanceRateAcrossReplicas(t *testing.T) {
+	const rate, perCluster, ns = 4.0, 8, "budget"
+	ctx := context.Background()
+	_, replicas := prepare(t)
+	replicas.Args = []string{"--issuance-rate", fmt.Sprint(rate)}
+	running := map[string]*fleet.Replica{}
+	for i := range 3 {
+		r := replicas.Start(t, fmt.Sprintf("budget-%d", i))
+		running[r.ID] = r
+	}
+	for _, r := range running {
+		if err := r.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitConverged(t, running)
+	type key struct {
+		cp   *testbed.ControlPlane
+		name string
+	}
+	var keys []key
+	for _, cp := range bed.Downstreams {
+		fixture.EnsureNamespace(t, cp.Client, ns)
+		for i := range perCluster {
+			crt := fixture.Certificate(ns, fmt.Sprintf("b%02d", i), issuerName)
+			if err := cp.Client.Create(ctx, crt); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, key{cp, crt.Name})
+		}
+	}
+	readyAt := map[key]time.Time{}
+	rateLimited := 0
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, k := range keys {
+			if _, done := readyAt[k]; done {
+				continue
+			}
+			crt := &cmapi.Certificate{}
+			if err := k.cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: k.name}, crt); err != nil {
+				continue
+			}
+			if fixture.IsReady(crt) {
+				readyAt[k] = time.Now()
+			} else if c := fixture.Condition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Reason == "RateLimited" {
+				rateLimited++
+			}
+		}
+		return len(readyAt) == len(keys), nil
+	})
+	if err != nil {
+		t.Fatalf("%d of %d Certificates Ready", len(readyAt), len(keys))
+	}
+	times := make([]time.Time, 0, len(readyAt))
+	for _, at := range readyAt {
+		times = append(times, at)
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	span := times[len(times)-1].Sub(times[0])
+	measured := float64(len(times)-1) / span.Seconds()
+	t.Logf("%d Certificates Ready over %s: %.2f/s with --issuance-rate=%v (3 replicas); RateLimited seen %d times while polling",
+		len(times), span.Round(10*time.Millisecond), measured, rate, rateLimited)
+	if measured > rate*1.1 {
+		t.Errorf("measured %.2f certificates/s, budget %v + 10 %%", measured, rate)
+	}
+	if rateLimited == 0 {
+		t.Error("no Certificate ever showed Issuing=True, reason RateLimited")
+	}
+	for _, r := range running {
+		if err := r.Stop(syscall.SIGTERM); err != nil {
+			t.Errorf("%s: %v", r.ID, err)
+		}
+	}
+}

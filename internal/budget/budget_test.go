@@ -1,0 +1,104 @@
+package budget
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+
+func TestAdmit(t *testing.T) {
+	hour := t0.Add(time.Hour)
+	type ask struct {
+		at   time.Duration // clock offset from t0
+		key  string
+		due  time.Time
+		want time.Duration // 0: admitted
+	}
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		steps []ask
+	}{
+		{"no rate admits everything", Options{}, []ask{{0, "a", hour, 0}, {0, "b", hour, 0}, {0, "c", hour, 0}}},
+		{"2/s: one at once, the next after 500ms", Options{Rate: 2}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, 500 * time.Millisecond}, {500 * time.Millisecond, "b", hour, 0}}},
+		{"the most urgent waiter gets the token", Options{Rate: 1}, []ask{
+			{0, "first", hour, 0},
+			{0, "late", t0.Add(10 * time.Hour), time.Second}, {0, "soon", hour, time.Second},
+			// a token arrives: "late" asks first but "soon" is ahead of it
+			{time.Second, "late", t0.Add(10 * time.Hour), time.Second}, {time.Second, "soon", hour, 0},
+			{2 * time.Second, "late", t0.Add(10 * time.Hour), 0}}},
+		{"overdue is admitted at once and the others pay", Options{Rate: 1}, []ask{
+			{0, "a", hour, 0}, {0, "overdue", t0, 0}, {0, "b", hour, 2 * time.Second}}},
+		{"a half share halves the rate", Options{Rate: 4, Share: func() float64 { return 0.5 }}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, 500 * time.Millisecond}}},
+		{"no share: waits the longest", Options{Rate: 4, Share: func() float64 { return 0 }}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, MaxWait}}},
+		{"a wait never passes the due time", Options{Rate: 0.01}, []ask{
+			{0, "a", hour, 0}, {0, "b", t0.Add(3 * time.Second), 3 * time.Second}}},
+		{"a waiter that stopped asking is forgotten", Options{Rate: 1}, []ask{
+			{0, "a", hour, 0}, {0, "gone", t0.Add(time.Minute), time.Second},
+			{StaleAfter + time.Second, "b", hour, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			tc.opts.Clock = clk
+			b := New(tc.opts)
+			for i, s := range tc.steps {
+				clk.SetTime(t0.Add(s.at))
+				if got := b.Admit(s.key, s.due); got != s.want {
+					t.Fatalf("step %d (%s at +%s): wait %s, want %s", i, s.key, s.at, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// 100 waiters asking again after each returned wait: over a simulated
+// minute, the admissions follow the rate, nearest due first.
+func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	b := New(Options{Rate: 5, Clock: clk})
+	next := map[string]time.Time{}
+	due := map[string]time.Time{}
+	for i := range 100 {
+		k := fmt.Sprintf("c%03d", i)
+		next[k], due[k] = t0, t0.Add(time.Hour+time.Duration(i)*time.Minute)
+	}
+	var order []string
+	for now := t0; now.Before(t0.Add(10 * time.Second)); now = now.Add(10 * time.Millisecond) {
+		clk.SetTime(now)
+		for k, at := range next {
+			if now.Before(at) {
+				continue
+			}
+			if w := b.Admit(k, due[k]); w == 0 {
+				order = append(order, k)
+				delete(next, k)
+			} else {
+				next[k] = now.Add(w)
+			}
+		}
+	}
+	// 1 (the full bucket) + 5/s × 10 s, give or take the last token.
+	if n := len(order); n < 49 || n > 51 {
+		t.Errorf("%d admitted in 10 s at 5/s", n)
+	}
+	// The first asker takes the full bucket (nobody waits yet); from then
+	// on the most urgent of the rest go first.
+	var rest []string
+	for i := range 100 {
+		if k := fmt.Sprintf("c%03d", i); k != order[0] {
+			rest = append(rest, k)
+		}
+	}
+	for i, k := range order[1:] {
+		if k != rest[i] {
+			t.Fatalf("admission %d went to %s, want %s (nearest due first): %v", i+1, k, rest[i], order[:i+2])
+		}
+	}
+}

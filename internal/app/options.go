@@ -74,6 +74,9 @@ type Options struct {
 	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
 	TrustBundles                                                bool
 	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
+	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
+	// CA rotation (internal/rotation).
+	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
 	// IssuanceRate is certificates per second for the whole hub (0: no
 	// limit); each replica admits its share, by the clusters it owns.
 	IssuanceRate float64
@@ -131,6 +134,10 @@ func NewOptions() *Options {
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
+		RotationSoak:               5 * time.Minute,
+		RotationPause:              5 * time.Minute,
+		RotationDeadline:           30 * time.Minute,
+		RotationGrace:              10 * time.Minute,
 		IngressShim:                true,
 		TrustBundles:               true,
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
@@ -180,6 +187,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DefaultIssuerKind, "default-issuer-kind", o.DefaultIssuerKind, "Kind of --default-issuer-name")
 	fs.StringVar(&o.DefaultIssuerGroup, "default-issuer-group", o.DefaultIssuerGroup, "Group of --default-issuer-name")
 	fs.StringSliceVar(&o.AutoCertificateAnnotations, "auto-certificate-annotations", o.AutoCertificateAnnotations, "Ingress annotations that, set to \"true\", ask for a Certificate from the default issuer")
+	fs.DurationVar(&o.RotationSoak, "rotation-soak", o.RotationSoak, "CA rotation: how long the new CA sits in every trust bundle before the first wave re-issues")
+	fs.DurationVar(&o.RotationPause, "rotation-pause", o.RotationPause, "CA rotation: pause between waves")
+	fs.DurationVar(&o.RotationDeadline, "rotation-deadline", o.RotationDeadline, "CA rotation: a wave whose Certificates are not all re-issued and Ready by then halts the rotation (resume: annotate certhub.io/rotation-resume)")
+	fs.DurationVar(&o.RotationGrace, "rotation-grace", o.RotationGrace, "CA rotation: after the last wave, how long the old CA stays in the trust bundles")
 	fs.Float64Var(&o.IssuanceRate, "issuance-rate", o.IssuanceRate, "Certificates issued per second by the whole hub (0: no limit); each replica admits its share, by the clusters it owns, nearest expiry first")
 	fs.Float64Var(&o.MaxBudgetDelay, "max-budget-delay", o.MaxBudgetDelay, "Fraction of a certificate's remaining life at its renewal time it may wait for --issuance-rate; past it, it is issued regardless")
 	fs.Float64Var(&o.RenewalJitter, "renewal-jitter", o.RenewalJitter, "Renew each certificate earlier than cert-manager would by up to this fraction of its renewal window (renewal time to expiry), fixed per Certificate, so Certificates issued together do not renew together (0: exactly cert-manager's time)")
@@ -223,6 +234,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
+	}
+	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
 	}
 	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
 		errs = append(errs, fmt.Errorf("--renewal-jitter (%v) must be in [0, 1]", o.RenewalJitter))

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -35,6 +36,7 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
 	"github.com/certhub/certhub/internal/trust"
@@ -132,6 +134,15 @@ func hubSecretCache(o *Options) map[string]cache.Config {
 	}
 }
 
+// bundleName is the trust bundle ConfigMap a CA rotation waits for ("" when
+// bundles are off).
+func bundleName(o *Options) string {
+	if !o.TrustBundles {
+		return ""
+	}
+	return o.TrustBundleConfigMap
+}
+
 // Run wires the hub manager against cfg and blocks until ctx is done.
 func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := o.Validate(); err != nil {
@@ -195,7 +206,8 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.HealthProbeAddr,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: secretNamespaces},
+			&corev1.Secret{}:    {Namespaces: secretNamespaces},
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
 		}},
 	}, mcOpts...)
 	if err != nil {
@@ -211,6 +223,16 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
+	rotator, err := rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
+		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: provider.Clusters, Scoped: provider.NamespaceScoped,
+		GetCluster: mgr.GetCluster, Hub: mgr.GetLocalManager().GetClient(), Recorder: mgr.GetLocalManager().GetEventRecorder("certhub"),
+		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry}, ctrl.Log.WithName("rotation"))
+	if err != nil {
+		return err
+	}
+	if err := mgr.GetLocalManager().Add(rotator); err != nil {
+		return err
+	}
 	var issuanceBudget certsync.Budget
 	if o.IssuanceRate > 0 {
 		bo := budget.Options{Rate: o.IssuanceRate}
@@ -219,7 +241,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		}
 		issuanceBudget = budget.New(bo)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
@@ -235,7 +257,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if o.TrustBundles {
 		nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
 		trustOpts := trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey, NamespaceSelector: nsSel,
-			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }}
+			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }, Rotation: rotator}
 		if wo, ok := ownership.(shard.Writer); ok {
 			trustOpts.Ownership = wo
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -99,7 +100,13 @@ one row per cluster. --cluster lists that cluster's Certificates like
 			if err != nil {
 				return err
 			}
-			return printStatus(cmd.OutOrStdout(), rows, o)
+			if err := printStatus(cmd.OutOrStdout(), rows, o); err != nil {
+				return err
+			}
+			if o.output == "table" {
+				return printRotations(cmd.Context(), cmd.OutOrStdout(), cfg, o.namespace)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -264,6 +271,34 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 			row.Certificates = append(row.Certificates, cr)
 		}
 	}
+}
+
+// printRotations prints one line per CA rotation in progress (their state
+// ConfigMaps in the hub namespace).
+func printRotations(ctx context.Context, w io.Writer, cfg *rest.Config, namespace string) error {
+	hub, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	cms := &corev1.ConfigMapList{}
+	if err := hub.List(ctx, cms, client.InNamespace(namespace), client.MatchingLabels{rotation.StateLabel: "true"}); err != nil {
+		return fmt.Errorf("failed to list CA rotations: %w", err)
+	}
+	for _, line := range rotationLines(cms.Items) {
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// rotationLines are "CA rotation of ClusterIssuer X: Halted, wave 2/3, 340/1000 re-issued: …".
+func rotationLines(cms []corev1.ConfigMap) []string {
+	var out []string
+	for i := range cms {
+		s := rotation.StateFrom(&cms[i])
+		out = append(out, fmt.Sprintf("CA rotation of ClusterIssuer %s to Secret %s: %s", s.Issuer, s.Next, s))
+	}
+	sort.Strings(out)
+	return out
 }
 
 func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -84,5 +86,18 @@ func TestStatusRunsNoExecPluginUnlessAsked(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the plugin ran without --allow-exec")
+	}
+}
+
+// certhub status prints each CA rotation's line.
+func TestRotationLines(t *testing.T) {
+	s := &rotation.State{Issuer: "platform-ca", Next: "platform-ca-2026", Phase: rotation.Rolling, Wave: 1, Waves: 3, Moved: 340, Total: 1000}
+	cm := corev1.ConfigMap{Data: map[string]string{}}
+	for k, v := range s.Data() {
+		cm.Data[k] = v
+	}
+	got := rotationLines([]corev1.ConfigMap{cm})
+	if want := "CA rotation of ClusterIssuer platform-ca to Secret platform-ca-2026: Rolling, wave 2/3, 340/1000 re-issued"; len(got) != 1 || got[0] != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

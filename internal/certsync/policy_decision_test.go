@@ -155,7 +155,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 	f := newPolicyFeed(logr.Discard(), evaluator{set})
 	q := workqueue.NewTyped[mcreconcile.Request]()
 	defer q.ShutDown()
-	if n, queued := f.enqueue(q, "east", items); n != len(items) || queued != 3 {
+	if n, queued := f.enqueue(q, "east", items, false); n != len(items) || queued != 3 {
 		t.Errorf("saw %d, queued %d; want %d and 3", n, queued, len(items))
 	}
 	var got []string

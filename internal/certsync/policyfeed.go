@@ -3,6 +3,7 @@ package certsync
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
@@ -39,6 +40,7 @@ type policyFeed struct {
 	log    logr.Logger
 	policy Policy
 	kicks  chan struct{} // buffered 1: changes while a pass runs coalesce
+	all    atomic.Bool   // the next pass queues every Certificate (kickAll)
 	settle time.Duration // quiet time after a kick before the pass
 
 	mu       sync.Mutex // guards clusters and queue
@@ -61,6 +63,12 @@ func (f *policyFeed) kick() {
 	case f.kicks <- struct{}{}:
 	default:
 	}
+}
+
+// kickAll asks for a pass that queues every Certificate; it never blocks.
+func (f *policyFeed) kickAll() {
+	f.all.Store(true)
+	f.kick()
 }
 
 // engagement is one engagement of a cluster (a re-engagement is another).
@@ -128,6 +136,9 @@ func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate
 	if apiutil.GetCertificateCondition(crt, ConditionPolicyViolation) != nil {
 		return true
 	}
+	if f.policy == nil {
+		return false
+	}
 	d, pending := f.policy.Evaluate(string(name), crt)
 	return pending || !d.Allowed
 }
@@ -144,6 +155,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 		return // the controller has not started; it will list everything itself
 	}
 	n, queued := 0, 0
+	all := f.all.Swap(false)
 	for name, cl := range clusters {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
@@ -151,7 +163,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 			f.log.Error(err, "failed to list Certificates after a policy change", "cluster", name)
 			continue
 		}
-		c, qd := f.enqueue(q, name, list.Items)
+		c, qd := f.enqueue(q, name, list.Items, all)
 		n, queued = n+c, queued+qd
 	}
 	f.log.V(1).Info("issuance policies changed; Certificates decided again", "certificates", n, "queued", queued, "clusters", len(clusters))
@@ -159,14 +171,14 @@ func (f *policyFeed) pass(ctx context.Context) {
 
 // enqueue decides items (cluster name's Certificates) again and queues
 // those that may have changed; it returns how many it saw and queued.
-func (f *policyFeed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured) (n, queued int) {
+func (f *policyFeed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured, all bool) (n, queued int) {
 	for i := range items {
 		n++
 		crt, err := decodeCertificate(&items[i])
 		if err != nil {
 			continue // its own reconcile reports it
 		}
-		if f.stale(name, crt) {
+		if all || f.stale(name, crt) {
 			q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(crt)}})
 			queued++
 		}

@@ -54,6 +54,9 @@ const (
 	// ReasonRateLimited (Issuing=True): the issuance waits for the hub's
 	// issuance budget (--issuance-rate); the most urgent go first.
 	ReasonRateLimited = "RateLimited"
+	// ReasonCARotation (Issuing): the cluster's wave of a CA rotation signs
+	// with the new CA, and this certificate was signed by the old one.
+	ReasonCARotation = "CARotation"
 
 	// Reasons the policy chain gives for (re)issuance; they appear in the
 	// Issuing condition and Events like cert-manager's trigger policies.

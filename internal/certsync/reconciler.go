@@ -88,6 +88,16 @@ type Ownership interface {
 	Owns(cluster multicluster.ClusterName) (stamp string, ok bool)
 }
 
+// Rotation says which clusters sign with a rotating CA's next key pair.
+// *rotation.Rotator implements it.
+type Rotation interface {
+	// Override returns the next CA's issuer and signing certificate when
+	// cluster must sign with it for ref now.
+	Override(ctx context.Context, cluster multicluster.ClusterName, ref cmmeta.IssuerReference) (issuance.Issuer, *x509.Certificate, bool, error)
+	// Subscribe calls fn after every phase or wave change.
+	Subscribe(fn func())
+}
+
 // Budget admits issuances at the hub's rate, most urgent first.
 // *budget.Budget implements it.
 type Budget interface {
@@ -137,6 +147,9 @@ type Options struct {
 	// other MaxConcurrentReconciles-MaxConcurrentLargeKeys workers to
 	// everyone else. Defaults to DefaultMaxConcurrentLargeKeys.
 	MaxConcurrentLargeKeys int
+	// Rotation, when set, moves Certificates to a rotating CA's next key
+	// pair cluster by cluster (internal/rotation).
+	Rotation Rotation
 	// Budget, when set, admits every issuance (the hub's --issuance-rate);
 	// a Certificate waiting for it shows Issuing=True, reason RateLimited.
 	Budget Budget
@@ -262,11 +275,16 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	r := newReconciler(opts, m, mgr.GetCluster)
 	base := mgr.GetLogger().WithName("certsync")
 	feed := newPolicyFeed(base, opts.Policy)
-	if opts.Policy != nil {
+	if opts.Policy != nil || opts.Rotation != nil {
 		if err := mgr.Add(feed); err != nil {
 			return fmt.Errorf("failed to add policy feed: %w", err)
 		}
+	}
+	if opts.Policy != nil {
 		opts.Policy.Subscribe(feed.kick)
+	}
+	if opts.Rotation != nil {
+		opts.Rotation.Subscribe(feed.kickAll) // a wave started: its clusters' Certificates are decided again
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
@@ -318,9 +336,10 @@ type target struct {
 	crt  *cmapi.Certificate
 	rec  recorder.EventRecorder
 
-	maxPathLen   *int   // for a CA certificate: the allowing policy's path length
-	violation    bool   // an issued certificate the policies no longer allow
-	violationMsg string // why
+	override     issuance.Issuer // a CA rotation's new CA signs for this cluster (Options.Rotation)
+	maxPathLen   *int            // for a CA certificate: the allowing policy's path length
+	violation    bool            // an issued certificate the policies no longer allow
+	violationMsg string          // why
 }
 
 // errNotOwner stops a write: another replica owns the cluster now.
@@ -475,6 +494,19 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 			}
 			secret = live
 			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: secret, now: now, jitter: r.opts.RenewalJitter})
+		}
+	}
+	if r.opts.Rotation != nil {
+		iss, ca, ok, err := r.opts.Rotation.Override(ctx, t.name, crt.Spec.IssuerRef)
+		if err != nil {
+			return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, issuance.ReasonIssuerNotReady, err.Error())
+		}
+		if ok {
+			t.override = iss
+			if !reissue && st != nil && st.cert != nil && st.cert.CheckSignatureFrom(ca) != nil {
+				reissue, reason = true, ReasonCARotation
+				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster's wave signs with the new one", crt.Spec.IssuerRef.Name)
+			}
 		}
 	}
 	if !reissue {
@@ -723,7 +755,10 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		}
 		r.metrics.issued(t.name, result, start)
 	}()
-	issuer, err := r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
+	issuer, err := t.override, error(nil)
+	if issuer == nil {
+		issuer, err = r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
+	}
 	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
 		if ie.Terminal {
 			return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)

@@ -313,6 +313,19 @@ func (p *Provider) ClusterLabels(name multicluster.ClusterName) map[string]strin
 	return nil
 }
 
+// Clusters returns the served clusters and their Secret labels.
+func (p *Provider) Clusters() map[multicluster.ClusterName]map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[multicluster.ClusterName]map[string]string, len(p.clusters))
+	for name, e := range p.clusters {
+		if e.cl != nil {
+			out[name] = e.labels
+		}
+	}
+	return out
+}
+
 // NamespaceScoped reports whether name is served through a namespace-scoped
 // registration (it may read and write only its namespaces).
 func (p *Provider) NamespaceScoped(name multicluster.ClusterName) bool {

@@ -164,6 +164,17 @@ func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerS
 	}
 }
 
+// LoadCA reads a CA key pair Secret (tls.crt, tls.key) and returns its
+// signer and the certificate that signs (the first of tls.crt).
+func LoadCA(ctx context.Context, what string, secrets client.Reader, key client.ObjectKey) (Issuer, *x509.Certificate, error) {
+	iss, err := loadCA(ctx, what, secrets, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, _ := iss.(*ca)
+	return iss, c.certs[0], nil
+}
+
 func loadCA(ctx context.Context, what string, secrets client.Reader, key client.ObjectKey) (Issuer, error) {
 	s := &corev1.Secret{}
 	if err := secrets.Get(ctx, key, s); err != nil {

@@ -65,7 +65,7 @@ func TestCollect(t *testing.T) {
 		secret("plain", map[string][]byte{"tls.crt": plain}),
 		secret("leaf", map[string][]byte{"tls.crt": leaf}),
 	).Build()
-	got, issuers, err := collect(context.Background(), c, "certhub", logr.Discard())
+	got, issuers, err := collect(context.Background(), c, "certhub", logr.Discard(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

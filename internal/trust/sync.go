@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
@@ -37,6 +38,8 @@ const (
 	DefaultConfigMapName = "certhub-ca-bundle"
 	// DefaultKey is the target's key holding the PEM bundle.
 	DefaultKey = "ca.crt"
+	// RotationStateLabel marks internal/rotation's state ConfigMaps in the hub.
+	RotationStateLabel = "certhub.io/rotation"
 	// ReasonNotManaged is the Event reason when a ConfigMap of the bundle's
 	// name exists and is not certhub's.
 	ReasonNotManaged = "TrustBundleConflict"
@@ -52,6 +55,12 @@ type Options struct {
 	NamespaceSelector labels.Selector
 	// Ownership gates every write. Nil: this replica writes everywhere.
 	Ownership shard.Writer
+	// Rotation, when set, says which CA Secrets an issuer's bundle holds
+	// during a CA rotation (old and new, then the new only).
+	Rotation interface {
+		BundleSecrets(issuer, current string) []string
+		Subscribe(fn func())
+	}
 	// Engage says whether a cluster gets bundles (false for namespace-scoped
 	// registrations). Nil: every cluster.
 	Engage func(name multicluster.ClusterName) bool
@@ -89,6 +98,16 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	log := mgr.GetLogger().WithName("trust")
 	b := &bundle{}
 	hub := &hubReconciler{c: mgr.GetLocalManager().GetClient(), namespace: opts.Namespace, bundle: b, log: log}
+	if opts.Rotation != nil {
+		hub.secrets = opts.Rotation.BundleSecrets
+		hub.kicks = make(chan event.GenericEvent, 1)
+		opts.Rotation.Subscribe(func() {
+			select {
+			case hub.kicks <- event.GenericEvent{Object: &corev1.ConfigMap{}}:
+			default: // one pending recompute covers it
+			}
+		})
+	}
 	if err := hub.setup(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up the trust bundle source: %w", err)
 	}

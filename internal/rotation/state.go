@@ -1,0 +1,95 @@
+package rotation
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Annotations and labels users set.
+const (
+	// NextCAAnnotation on a CA ClusterIssuer names the Secret (hub
+	// namespace) holding the next CA key pair; setting it starts a rotation.
+	NextCAAnnotation = "certhub.io/next-ca-secret"
+	// ResumeAnnotation on the ClusterIssuer: a new value resumes a halted rotation.
+	ResumeAnnotation = "certhub.io/rotation-resume"
+	// WaveLabel on a cluster Secret orders the clusters into waves (numeric).
+	WaveLabel = "certhub.io/wave"
+	// StatePrefix names the state ConfigMap: StatePrefix + issuer.
+	StatePrefix = "certhub-rotation-"
+	// ReasonHalted and ReasonProgress are the Event reasons on the ClusterIssuer.
+	ReasonHalted   = "RotationHalted"
+	ReasonProgress = "RotationProgress"
+)
+
+// Phase of a rotation.
+type Phase string
+
+// The phases, in order (Halted interrupts Rolling).
+const (
+	Publishing Phase = "Publishing"
+	Soaking    Phase = "Soaking"
+	Rolling    Phase = "Rolling"
+	Halted     Phase = "Halted"
+	Pausing    Phase = "Pausing"
+	Grace      Phase = "Grace"
+	Complete   Phase = "Complete"
+)
+
+// State is one rotation, as its ConfigMap holds it.
+type State struct {
+	Issuer, Next string
+	Phase        Phase
+	// Wave is the wave being rolled (index into the ordered waves); Waves their number.
+	Wave, Waves int
+	Since       time.Time
+	Reason      string
+	// Resume is the ResumeAnnotation value last honoured.
+	Resume string
+	// Moved of Total Certificates of the issuer are signed by the new CA and Ready.
+	Moved, Total int
+}
+
+// signsWithNext reports whether a cluster in wave w signs with the new CA.
+func (s *State) signsWithNext(w int) bool {
+	switch s.Phase {
+	case Rolling, Halted, Pausing:
+		return w <= s.Wave
+	case Grace, Complete:
+		return true
+	}
+	return false
+}
+
+// Data is the state as its ConfigMap holds it.
+func (s *State) Data() map[string]string {
+	return map[string]string{"issuer": s.Issuer, "next": s.Next, "phase": string(s.Phase), "wave": strconv.Itoa(s.Wave),
+		"waves": strconv.Itoa(s.Waves), "since": s.Since.UTC().Format(time.RFC3339Nano), "reason": s.Reason, "resume": s.Resume,
+		"moved": strconv.Itoa(s.Moved), "total": strconv.Itoa(s.Total)}
+}
+
+// StateFrom reads a state ConfigMap.
+func StateFrom(cm *corev1.ConfigMap) *State {
+	d := cm.Data
+	s := &State{Issuer: d["issuer"], Next: d["next"], Phase: Phase(d["phase"]), Reason: d["reason"], Resume: d["resume"]}
+	s.Wave, _ = strconv.Atoi(d["wave"])
+	s.Waves, _ = strconv.Atoi(d["waves"])
+	s.Moved, _ = strconv.Atoi(d["moved"])
+	s.Total, _ = strconv.Atoi(d["total"])
+	s.Since, _ = time.Parse(time.RFC3339Nano, d["since"])
+	return s
+}
+
+// String is the status line: "wave 2/3, 340/1000 re-issued, halted: …".
+func (s *State) String() string {
+	out := string(s.Phase)
+	if s.Phase == Rolling || s.Phase == Halted || s.Phase == Pausing {
+		out += ", wave " + strconv.Itoa(s.Wave+1) + "/" + strconv.Itoa(s.Waves)
+	}
+	out += ", " + strconv.Itoa(s.Moved) + "/" + strconv.Itoa(s.Total) + " re-issued"
+	if s.Reason != "" {
+		out += ": " + s.Reason
+	}
+	return out
+}

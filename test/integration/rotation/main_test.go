@@ -1,0 +1,59 @@
+// Package rotation proves a CA rotation end to end: three downstream
+// clusters in three waves (label certhub.io/wave on their cluster Secrets),
+// every served certificate verifying against the trust bundle of its own
+// cluster at every step, a wave halted while one of its clusters' API server
+// is down (the next wave not started) until it recovers and the rotation is
+// resumed, and the old CA gone from the bundles at the end.
+package rotation
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/rotation"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/test/integration/envtestmain"
+)
+
+const issuerName = "rot-ca"
+
+var (
+	env *envtestmain.Env
+	bed *testbed.Bed
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Downstreams: 3,
+		Hub: func(o *app.Options) {
+			o.RotationSoak, o.RotationPause, o.RotationDeadline, o.RotationGrace = 3*time.Second, 2*time.Second, 10*time.Second, 2*time.Second
+			o.IssuerRetryInterval = time.Second
+		},
+		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+			bed = e.Bed
+			// Waves committed with the registrations: cluster-1 "0", cluster-2 "1", cluster-3 "2".
+			list := &corev1.SecretList{}
+			if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+				return err
+			}
+			for i := range list.Items {
+				s := &list.Items[i]
+				for w, cp := range bed.Downstreams {
+					if string(s.Data["name"]) == cp.Name {
+						s.Labels[rotation.WaveLabel] = strconv.Itoa(w)
+					}
+				}
+				if err := bed.Hub.Client.Update(ctx, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, &env))
+}

@@ -21,7 +21,9 @@ const (
 type Options struct {
 	// Rate is issuances per second for the whole hub; 0 admits everything.
 	Rate float64
-	// Burst is how many tokens may accumulate (for this replica). Defaults to 1.
+	// Burst is how many tokens the bucket starts with, and at least how many
+	// may accumulate (at most a second's worth of the replica's rate, if more).
+	// Defaults to 1.
 	Burst float64
 	// Share returns this replica's fraction of Rate, in [0, 1]. Nil: 1.
 	Share func() float64
@@ -74,7 +76,9 @@ func (b *Budget) Admit(key string, due time.Time) time.Duration {
 	defer b.mu.Unlock()
 	rate := b.rate()
 	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = min(b.tokens+el*rate, b.opts.Burst)
+		// Up to a second's worth accrues: a waiter's retry comes back a
+		// little late (queue, workers), and its token must still be there.
+		b.tokens = min(b.tokens+el*rate, max(b.opts.Burst, rate))
 	}
 	b.last = now
 	ahead := 0 // waiters more urgent than key

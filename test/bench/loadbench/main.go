@@ -7,6 +7,11 @@
 //     same run, the raw rate of the pki calls alone (key generation +
 //     signing, one goroutine per core) so the ratio to this machine's limit
 //     is visible; also the downstream API writes per issued certificate.
+//   - P9 mass re-issue: after P2, the CA is rotated (one wave) and every
+//     Certificate re-issued: time from the first to the last, certs/s beside
+//     the same run's raw pki rate; then again with the replicas restarted
+//     with --issuance-rate (-rotation-rate): the measured rate and the spread
+//     of completion times.
 //   - P6 memory: the RSS of one replica process serving 1, 10, 50 and 100
 //     clusters (namespace-scoped registrations sharing two API servers), 10
 //     Certificates each, all issued and idle; MiB per cluster is the slope.
@@ -19,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,8 +38,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
@@ -54,6 +62,18 @@ type Throughput struct {
 	WritesBy                  map[string]float64 `json:"downstreamWritesPerCertificateBy"`
 }
 
+// Rotation is a row of P9: a CA rotation re-issuing every Certificate of P2.
+type Rotation struct {
+	Certs, Clusters, Replicas int
+	// IssuanceRate is the replicas' --issuance-rate (0: none).
+	IssuanceRate float64 `json:"issuanceRate"`
+	// WallSeconds: from the first Certificate re-issued to the last.
+	WallSeconds float64 `json:"wallSeconds"`
+	PerSec      float64 `json:"certsPerSecond"`
+	// P50, P90, Max: completion times after the first, seconds.
+	P50, P90, Max float64
+}
+
 // Memory is one row of P6.
 type Memory struct {
 	Clusters int     `json:"clusters"`
@@ -66,7 +86,8 @@ func main() {
 	clusters := flag.Int("clusters", 10, "P2: downstream clusters (one API server each)")
 	steps := flag.String("memory-steps", "1,10,50,100", "P6: cluster counts (comma-separated; empty skips P6)")
 	perCluster := flag.Int("memory-certs", 10, "P6: Certificates per cluster")
-	only := flag.String("only", "", "run only P2 or P6")
+	only := flag.String("only", "", "run only P2 (with P9) or P6")
+	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -82,17 +103,24 @@ func main() {
 	}
 	res := map[string]any{}
 	if *only == "" || *only == "P2" {
-		tp, err := throughput(bin, dir, *certs, *clusters)
+		tp, rots, err := throughput(bin, dir, *certs, *clusters, *rate)
 		if err != nil {
 			fail(fmt.Errorf("P2: %w", err))
 		}
-		res["throughput"] = tp
+		res["throughput"], res["rotation"] = tp, rots
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT")
 		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%.0f | %.0f\t%.2f\t%.2f\n", tp.Certs, tp.Clusters, tp.Replicas,
 			tp.WallSeconds, tp.PerSec, tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert)
 		_ = tw.Flush()
 		fmt.Printf("  writes per certificate: %v\n", tp.WritesBy)
+		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nP9 MASS RE-ISSUE (CA rotated, one wave)\tCLUSTERS\tREPLICAS\t--issuance-rate\tWALL (first → last)\tCERTS/S\tCOMPLETION p50 | p90 | max\tRAW PKI CERTS/S (same run)")
+		for _, r := range rots {
+			fmt.Fprintf(tw, "%d Certificates, already Ready\t%d\t%d\t%v\t%.1fs\t%.1f\t%.1fs | %.1fs | %.1fs\t%.0f\n", r.Certs, r.Clusters, r.Replicas,
+				r.IssuanceRate, r.WallSeconds, r.PerSec, r.P50, r.P90, r.Max, tp.RawPerSec)
+		}
+		_ = tw.Flush()
 	}
 	if (*only == "" || *only == "P6") && *steps != "" {
 		var ns []int
@@ -166,50 +194,65 @@ func startBed(ctx context.Context, what, dir string, downstreams int) (*testbed.
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, nil
 }
 
-func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
+func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput, []Rotation, error) {
 	tp := Throughput{Certs: certs, Clusters: clusters, Replicas: 3}
+	var rots []Rotation
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bed, args, err := startBed(ctx, "P2", dir, clusters)
 	if err != nil {
-		return tp, err
+		return tp, rots, err
 	}
 	defer func() { _ = bed.Stop() }()
 	const ns = "load"
 	watchers := make([]*benchutil.ReadyWatcher, clusters)
 	for i, cp := range bed.Downstreams {
 		if _, err := bed.Register(ctx, cp); err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 		if watchers[i], err = benchutil.WatchReady(ctx, cp.Config, ns); err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 	}
-	for i := range 3 {
-		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), args...)
-		if err != nil {
-			return tp, err
+	// CA rotations (P9) with short phases: the measurement is the re-issue.
+	args = append(args, "--rotation-soak=1s", "--rotation-pause=1s", "--rotation-grace=1s", "--rotation-deadline=30m")
+	var running []*fleet.Replica
+	start3 := func(extra ...string) error {
+		for i := range 3 {
+			p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), append(slices.Clone(args), extra...)...)
+			if err != nil {
+				return err
+			}
+			running = append(running, p)
 		}
-		defer benchutil.Stop(p, syscall.SIGTERM)
+		return nil
+	}
+	defer func() {
+		for _, p := range running {
+			benchutil.Stop(p, syscall.SIGTERM)
+		}
+	}()
+	if err := start3(); err != nil {
+		return tp, rots, err
 	}
 	// Warm up: one Certificate per cluster, so every cluster is owned and engaged.
 	benchutil.Logf("P2: 3 replicas started; warming up every cluster")
 	for i, cp := range bed.Downstreams {
 		if err := cp.Client.Create(ctx, cert(ns, "warmup", cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 		select {
 		case <-watchers[i].Wait(ns, "warmup"):
 		case <-time.After(3 * time.Minute):
-			return tp, fmt.Errorf("warm-up Certificate in %s never Ready", cp.Name)
+			return tp, rots, fmt.Errorf("warm-up Certificate in %s never Ready", cp.Name)
 		}
 	}
 	fences, err := fleet.FenceHolders(ctx, bed.Hub.Client, bed.HubNamespace())
 	if err != nil {
-		return tp, err
+		return tp, rots, err
 	}
 	owners := map[string]string{}
 	for c, f := range fences {
@@ -220,7 +263,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 	before := make([]map[benchutil.Request]float64, clusters)
 	for i, cp := range bed.Downstreams {
 		if before[i], err = benchutil.Requests(ctx, cp.Config); err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 	}
 	benchutil.Logf("P2: creating %d Certificates across %d clusters", certs, clusters)
@@ -240,7 +283,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 	}
 	created := time.Since(start)
@@ -248,7 +291,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 		select {
 		case <-watchers[j%clusters].Wait(ns, fmt.Sprintf("load-%04d", j)):
 		case <-time.After(10 * time.Minute):
-			return tp, fmt.Errorf("certificate load-%04d never Ready", j)
+			return tp, rots, fmt.Errorf("certificate load-%04d never Ready", j)
 		}
 	}
 	wall := time.Since(start)
@@ -260,7 +303,7 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 	for i, cp := range bed.Downstreams {
 		after, err := benchutil.Requests(ctx, cp.Config)
 		if err != nil {
-			return tp, err
+			return tp, rots, err
 		}
 		for k, v := range benchutil.Delta(before[i], after) {
 			total[k] += v
@@ -272,10 +315,32 @@ func throughput(bin, dir string, certs, clusters int) (Throughput, error) {
 	benchutil.Logf("P2: measuring the raw pki rate")
 	tp.RawSerialPerSec, tp.RawPerSec, err = rawPKI()
 	if err != nil {
-		return tp, err
+		return tp, rots, err
 	}
 	tp.RatioToRaw = tp.PerSec / tp.RawPerSec
-	return tp, nil
+
+	// P9: every Certificate re-issued by a CA rotation, without a budget …
+	r, err := rotate(ctx, bed, ns, issuer+"-2", certs, 2, 0)
+	if err != nil {
+		return tp, rots, fmt.Errorf("P9: %w", err)
+	}
+	rots = append(rots, r)
+	if rate > 0 {
+		// … and with --issuance-rate: the replicas restart with it.
+		for _, p := range running {
+			benchutil.Stop(p, syscall.SIGTERM)
+		}
+		running = nil
+		if err := start3(fmt.Sprintf("--issuance-rate=%v", rate)); err != nil {
+			return tp, rots, err
+		}
+		time.Sleep(5 * time.Second) // the replicas take their fences back before the rotation starts
+		if r, err = rotate(ctx, bed, ns, issuer+"-3", certs, 3, rate); err != nil {
+			return tp, rots, fmt.Errorf("P9 with --issuance-rate: %w", err)
+		}
+		rots = append(rots, r)
+	}
+	return tp, rots, nil
 }
 
 // rawPKI runs key generation + signing (cert-manager's pki, ECDSA P-256, a
@@ -399,4 +464,75 @@ func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certi
 	c := fixture.Certificate(ns, name, issuer)
 	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: alg, Size: size}
 	return c
+}
+
+// rotate rotates the CA of issuer to a fresh key pair (one wave: no wave
+// labels) and waits until every Certificate in ns but the warm-up has
+// revision want and is Ready, polling their status; it returns P9's row and
+// finishes the rotation as a user would (spec.ca.secretName → the new
+// Secret, annotation removed), so a next rotation starts from the new CA.
+func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want int, rate float64) (Rotation, error) {
+	r := Rotation{Certs: certs, Clusters: len(bed.Downstreams), Replicas: 3, IssuanceRate: rate}
+	if _, err := bed.CreateCASecret(ctx, next, next); err != nil {
+		return r, err
+	}
+	setIssuer := func(mutate func(*cmapi.ClusterIssuer)) error {
+		ci := &cmapi.ClusterIssuer{}
+		if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Name: issuer}, ci); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(ci.DeepCopy())
+		mutate(ci)
+		return bed.Hub.Client.Patch(ctx, ci, patch)
+	}
+	if err := setIssuer(func(ci *cmapi.ClusterIssuer) {
+		metav1.SetMetaDataAnnotation(&ci.ObjectMeta, rotation.NextCAAnnotation, next)
+	}); err != nil {
+		return r, err
+	}
+	benchutil.Logf("P9: rotating %s to %s (--issuance-rate=%v)", issuer, next, rate)
+	done := map[string]time.Time{}
+	var first time.Time
+	deadline := time.Now().Add(20 * time.Minute)
+	for len(done) < certs {
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("%d of %d re-issued after 20m", len(done), certs)
+		}
+		for _, cp := range bed.Downstreams {
+			list := &cmapi.CertificateList{}
+			if err := cp.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				c := &list.Items[i]
+				key := cp.Name + "/" + c.Name
+				if _, ok := done[key]; ok || c.Name == "warmup" {
+					continue
+				}
+				if rev := c.Status.Revision; rev != nil && *rev >= want && fixture.IsReady(c) {
+					now := time.Now()
+					done[key] = now
+					if first.IsZero() {
+						first = now
+					}
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var ts []time.Duration
+	for _, at := range done {
+		ts = append(ts, at.Sub(first))
+	}
+	wall := benchutil.Quantile(ts, 1)
+	r.WallSeconds = wall.Seconds()
+	if wall > 0 {
+		r.PerSec = float64(certs-1) / wall.Seconds()
+	}
+	r.P50, r.P90, r.Max = benchutil.Quantile(ts, 0.5).Seconds(), benchutil.Quantile(ts, 0.9).Seconds(), wall.Seconds()
+	benchutil.Logf("P9: %d re-issued in %.1fs after the first: %.1f certs/s", certs, wall.Seconds(), r.PerSec)
+	return r, setIssuer(func(ci *cmapi.ClusterIssuer) {
+		ci.Spec.CA.SecretName = next
+		delete(ci.Annotations, rotation.NextCAAnnotation)
+	})
 }

@@ -293,10 +293,11 @@ func TestShardedReplicas(t *testing.T) {
 
 // Three replicas with --issuance-rate=4 (certificates per second for the
 // whole hub; each replica admits its share, by the clusters it owns) issue
-// 48 new Certificates over the six clusters no faster than 4/s + 10 %, and
+// 96 new Certificates over the six clusters no faster than 4/s + 10 % (a
+// window long enough that the buckets' first second of tokens does not count), and
 // the held-back ones say so (Issuing=True, reason RateLimited).
 func TestIssuanceRateAcrossReplicas(t *testing.T) {
-	const rate, perCluster, ns = 4.0, 8, "budget"
+	const rate, perCluster, ns = 4.0, 16, "budget"
 	ctx := context.Background()
 	_, replicas := prepare(t)
 	replicas.Args = []string{"--issuance-rate", fmt.Sprint(rate)}

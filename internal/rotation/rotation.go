@@ -30,10 +30,11 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/trust"
 )
 
-// StateLabel marks the state ConfigMaps (value "true").
-const StateLabel = "certhub.io/rotation"
+// StateLabel marks the state ConfigMaps (value "true"); trust watches them.
+const StateLabel = trust.RotationStateLabel
 
 // Options configure the rotations.
 type Options struct {
@@ -414,7 +415,7 @@ func (r *Rotator) published(ctx context.Context, ca *x509.Certificate) bool {
 			return false
 		}
 		list := &corev1.ConfigMapList{}
-		if err := cl.GetClient().List(ctx, list, client.MatchingLabels{"certhub.io/trust-bundle": "true"}); err != nil {
+		if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
 			return false
 		}
 		n := 0

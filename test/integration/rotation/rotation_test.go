@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -51,27 +50,9 @@ func handshake(ctx context.Context, s served) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
-	if err != nil {
-		return nil, err
-	}
-	defer l.Close()
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			if tc, ok := c.(*tls.Conn); ok {
-				_ = tc.Handshake()
-			}
-			c.Close()
-		}
-	}()
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM([]byte(bundle.Data[trust.DefaultKey]))
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", l.Addr().String(),
-		&tls.Config{RootCAs: roots, ServerName: s.name + "." + s.cp.Name + ".example.com"})
-	if err != nil {
+	if err := fixture.TLSHandshake(pair, []byte(bundle.Data[trust.DefaultKey]), s.name+"."+s.cp.Name+".example.com"); err != nil {
 		return leaf, fmt.Errorf("%s/%s does not verify against %s's own bundle: %w", s.cp.Name, s.name, s.cp.Name, err)
 	}
-	conn.Close()
 	return leaf, nil
 }
 

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
-	"net"
 	"testing"
 	"time"
 
@@ -45,8 +43,7 @@ func waitBundle(t *testing.T, cp *testbed.ControlPlane, ns string, want []byte) 
 	return cm
 }
 
-// handshake serves crt's Secret on loopback and connects with the roots in
-// bundle, as a workload trusting the ConfigMap would.
+// handshake serves crt's Secret and connects trusting only bundle.
 func handshake(t *testing.T, c client.Client, crt *cmapi.Certificate, bundle []byte) error {
 	t.Helper()
 	s := fixture.GetSecret(t, c, crt)
@@ -54,29 +51,7 @@ func handshake(t *testing.T, c client.Client, crt *cmapi.Certificate, bundle []b
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err == nil {
-			if tc, ok := conn.(*tls.Conn); ok {
-				_ = tc.Handshake()
-			}
-			conn.Close()
-		}
-	}()
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(bundle) {
-		t.Fatalf("the bundle holds no certificate: %q", bundle)
-	}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", l.Addr().String(), &tls.Config{RootCAs: roots, ServerName: crt.Spec.DNSNames[0]})
-	if err == nil {
-		conn.Close()
-	}
-	return err
+	return fixture.TLSHandshake(pair, bundle, crt.Spec.DNSNames[0])
 }
 
 // Every namespace of every served cluster gets the CA, a namespace created

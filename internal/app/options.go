@@ -117,7 +117,7 @@ type Options struct {
 // ShardOptions are the flag-settable parts of shard.Options.
 type ShardOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval, MaxClockSkew time.Duration
-	Buckets                                                                int
+	Buckets, Standby                                                       int
 	Weight                                                                 float64
 }
 
@@ -211,6 +211,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Shard.RenewInterval, "renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --renew-deadline)")
 	fs.DurationVar(&o.Shard.MaxClockSkew, "max-clock-skew", o.Shard.MaxClockSkew, "How far replica clocks may differ: a Lease not renewed for --lease-duration + this (by its renewTime) is expired even when first seen; negative: judge only by when this replica saw it change")
 	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases instead of one per cluster (0: one per cluster); same on every replica")
+	fs.IntVar(&o.Shard.Standby, "standby", o.Shard.Standby, "Clusters this replica keeps warm besides those it owns (connected and cached, not written to): the ones it would take over first, so their failover needs no connection or cache sync")
 	fs.Float64Var(&o.Shard.Weight, "weight", o.Shard.Weight, "Relative share of clusters this replica takes")
 }
 

@@ -80,7 +80,7 @@ func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, certsy
 			Config: cfg, Namespace: o.Namespace, Identity: o.Identity, Weight: o.Shard.Weight,
 			LeaseDuration: o.Shard.LeaseDuration, RenewDeadline: o.Shard.RenewDeadline,
 			RetryPeriod: o.Shard.RetryPeriod, RenewInterval: o.Shard.RenewInterval, MaxClockSkew: o.Shard.MaxClockSkew,
-			Buckets: o.Shard.Buckets,
+			Buckets: o.Shard.Buckets, Standby: o.Shard.Standby,
 		}, log)
 		if err != nil {
 			return nil, nil, err
@@ -174,6 +174,26 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err != nil {
 		return err
 	}
+	coord, ownership, err := newCoordinator(cfg, o)
+	if err != nil {
+		return err
+	}
+	// Only our coordinator decides what each replica connects to; without
+	// it (or with upstream's, which needs every cluster engaged to decide)
+	// every replica connects every cluster.
+	var gate inventory.Gate
+	if sc, ok := coord.(*shard.Coordinator); ok {
+		gate = sc
+	}
+	shimOpts := shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
+		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup, AutoCertificateAnnotations: o.AutoCertificateAnnotations}
+	informers := func(scoped bool) []client.Object {
+		out := append(certsync.Informers(), shim.Informers(shimOpts)...)
+		if o.TrustBundles && !scoped {
+			out = append(out, trust.Informers()...)
+		}
+		return out
+	}
 	provider, err = inventory.New(inventory.Options{
 		Namespace:       o.ClusterSecretNamespace,
 		Selector:        selector,
@@ -186,15 +206,13 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		RequestTimeout:  o.RequestTimeout,
 		ExecPlugins:     append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
 		ExecShim:        o.ExecShim,
+		Gate:            gate,
+		Informers:       informers,
 	})
 	if err != nil {
 		return err
 	}
 
-	coord, ownership, err := newCoordinator(cfg, o)
-	if err != nil {
-		return err
-	}
 	var mcOpts []mcmanager.Option
 	if coord != nil {
 		mcOpts = append(mcOpts, mcmanager.WithCoordinator(coord))
@@ -246,8 +264,6 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
-	shimOpts := shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
-		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup, AutoCertificateAnnotations: o.AutoCertificateAnnotations}
 	if wo, ok := ownership.(shard.Writer); ok {
 		shimOpts.Ownership = wo
 	}

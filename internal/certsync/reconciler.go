@@ -238,6 +238,14 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// Informers are the downstream objects certsync watches, as the cache
+// holds them (Certificates unstructured, Secrets label-selected by
+// CacheOptions): started before a cluster is engaged, they keep a standby
+// replica's cache warm.
+func Informers() []client.Object {
+	return []client.Object{newCertificateObject(), &corev1.Secret{}}
+}
+
 // CacheOptions makes a downstream cluster cache only the Secrets certhub
 // manages, never every Secret (cert-manager's memory lesson), and makes its
 // client read unstructured objects from the cache: Certificates are cached

@@ -39,6 +39,7 @@ func (p *Provider) watchDir(ctx context.Context, dir string) {
 		case <-ctx.Done():
 			return
 		case <-time.After(p.opts.DirResync):
+		case <-p.wakeDir: // the gate changed its mind about a cluster
 		}
 	}
 }

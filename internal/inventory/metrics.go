@@ -2,8 +2,10 @@ package inventory
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
@@ -14,12 +16,16 @@ const (
 	metricReachable = "certhub_cluster_reachable"
 	metricInvalid   = "certhub_cluster_secret_invalid"
 	metricRequests  = "certhub_downstream_requests_total"
+	metricConnected = "certhub_engaged_clusters"
+	metricWatches   = "certhub_cluster_watches"
 )
 
 type inventoryMetrics struct {
 	reachable *prometheus.GaugeVec
 	invalid   *prometheus.GaugeVec
 	requests  *prometheus.CounterVec
+	connected prometheus.Gauge
+	watches   *prometheus.GaugeVec
 }
 
 func newInventoryMetrics(reg prometheus.Registerer) (*inventoryMetrics, error) {
@@ -30,8 +36,12 @@ func newInventoryMetrics(reg prometheus.Registerer) (*inventoryMetrics, error) {
 			Help: "1 for each cluster Secret that cannot be parsed or duplicates another's name, by Secret and reason."}, []string{"secret", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricRequests,
 			Help: "Requests from this replica to downstream API servers, by cluster and HTTP code (\"error\" when no response)."}, []string{"cluster", "code"}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricConnected,
+			Help: "Downstream clusters this replica is connected to and caches: those it owns or keeps warm as a standby."}),
+		watches: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricWatches,
+			Help: "Watch requests this replica holds open against each downstream cluster."}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.reachable, m.invalid, m.requests} {
+	for _, c := range []prometheus.Collector{m.reachable, m.invalid, m.requests, m.connected, m.watches} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {
@@ -53,9 +63,26 @@ func (m *inventoryMetrics) instrument(cluster string, cfg *rest.Config) {
 				code = strconv.Itoa(resp.StatusCode)
 			}
 			m.requests.WithLabelValues(cluster, code).Inc()
+			if err == nil && resp.StatusCode == http.StatusOK && req.URL.Query().Get("watch") == "true" {
+				g := m.watches.WithLabelValues(cluster)
+				g.Inc()
+				resp.Body = &watchBody{ReadCloser: resp.Body, done: g.Dec}
+			}
 			return resp, err
 		})
 	})
+}
+
+// watchBody counts an open watch until its body is closed.
+type watchBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *watchBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -24,10 +26,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
@@ -108,6 +112,33 @@ type Options struct {
 	// labels change (issuance policies select clusters by them). It must
 	// not block.
 	OnLabelsChanged func(name multicluster.ClusterName)
+	// Gate, when set, decides which registered clusters this replica
+	// connects to (shard.Coordinator: the clusters it owns or keeps warm).
+	// Every valid registration is registered with it; only those it wants
+	// are connected, cached and watched, the others are validated and
+	// reported, nothing more. Defaults to nil: every cluster is connected.
+	Gate Gate
+	// Informers, when set, lists the objects whose informers start in a
+	// cluster's cache as soon as it is connected (before it is engaged), so
+	// a standby's cache is in sync when it takes over: the objects the
+	// controllers watch, the same Go types. scoped is true for a
+	// namespace-scoped registration. Defaults to none (informers start when
+	// the controllers engage).
+	Informers func(scoped bool) []client.Object
+}
+
+// Gate decides which registered clusters this replica connects to.
+// *shard.Coordinator implements it.
+type Gate interface {
+	// Register and Unregister keep the gate's set of valid registrations,
+	// connected or not.
+	Register(name multicluster.ClusterName)
+	Unregister(name multicluster.ClusterName)
+	// Wanted reports whether this replica should be connected to name now.
+	Wanted(name multicluster.ClusterName) bool
+	// OnWantedChanged registers a func called, without blocking, with each
+	// cluster whose Wanted answer changed.
+	OnWantedChanged(fn func(multicluster.ClusterName))
 }
 
 func (o *Options) defaults() {
@@ -171,6 +202,8 @@ type Provider struct {
 	started chan struct{} // closed by Start once ctx and aware are set
 	ctx     context.Context
 	aware   multicluster.Aware
+	wakeups chan event.GenericEvent // cluster Secrets to reconcile again: the gate changed its mind
+	wakeDir chan struct{}           // the same for the kubeconfig directory
 
 	mu       sync.Mutex // guards the maps below; never held across an API call
 	clusters map[multicluster.ClusterName]*engaged
@@ -182,8 +215,9 @@ type Provider struct {
 	connect func(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error)
 }
 
-// engaged is a cluster name taken by one source: reserved while connecting
-// (cl == nil), then served.
+// engaged is a cluster name taken by one source: a valid registration,
+// connecting (cancel set, cl nil), connected (both set), or neither (the
+// gate does not want it here, or the last attempt failed).
 type engaged struct {
 	cl     cluster.Cluster
 	cancel context.CancelFunc
@@ -227,8 +261,13 @@ func New(opts Options) (*Provider, error) {
 		clusters: map[multicluster.ClusterName]*engaged{},
 		bySource: map[string]multicluster.ClusterName{},
 		log:      logr.Discard(),
+		wakeups:  make(chan event.GenericEvent, 1024),
+		wakeDir:  make(chan struct{}, 1),
 	}
 	p.connect = p.dial
+	if opts.Gate != nil {
+		opts.Gate.OnWantedChanged(p.wake)
+	}
 	return p, nil
 }
 
@@ -256,7 +295,50 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 		For(&corev1.Secret{}, builder.WithPredicates(predicate.Or(isClusterSecret, labelChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: p.opts.MaxConcurrentReconciles,
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, p.opts.MaxReconnectDelay)}).
+		WatchesRawSource(source.Channel(p.wakeups, &handler.EnqueueRequestForObject{})).
 		Complete(reconcile.Func(p.reconcile))
+}
+
+// wake has the registration of cluster name handled again, because the
+// gate's answer for it changed. It never blocks the gate.
+func (p *Provider) wake(name multicluster.ClusterName) {
+	p.mu.Lock()
+	e := p.clusters[name]
+	p.mu.Unlock()
+	if e == nil {
+		return
+	}
+	if strings.HasPrefix(e.source, "file:") {
+		select {
+		case p.wakeDir <- struct{}{}:
+		default:
+		}
+		return
+	}
+	select {
+	case <-p.started:
+	default:
+		return // not started: every Secret is reconciled once it is
+	}
+	ns, secret, _ := strings.Cut(e.source, "/")
+	ev := event.GenericEvent{Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret}}}
+	select {
+	case p.wakeups <- ev:
+	default:
+		// Full (a whole fleet moved at once): hand it over without blocking
+		// the gate; the goroutine ends with the provider.
+		go func() {
+			select {
+			case p.wakeups <- ev:
+			case <-p.ctx.Done():
+			}
+		}()
+	}
+}
+
+// wanted reports whether the gate wants name connected here.
+func (p *Provider) wanted(name multicluster.ClusterName) bool {
+	return p.opts.Gate == nil || p.opts.Gate.Wanted(name)
 }
 
 // Start records the Aware that clusters are engaged with and blocks until ctx
@@ -313,15 +395,14 @@ func (p *Provider) ClusterLabels(name multicluster.ClusterName) map[string]strin
 	return nil
 }
 
-// Clusters returns the served clusters and their Secret labels.
+// Clusters returns every valid registration's cluster and its Secret
+// labels, connected here or not.
 func (p *Provider) Clusters() map[multicluster.ClusterName]map[string]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[multicluster.ClusterName]map[string]string, len(p.clusters))
 	for name, e := range p.clusters {
-		if e.cl != nil {
-			out[name] = e.labels
-		}
+		out[name] = e.labels
 	}
 	return out
 }
@@ -350,7 +431,7 @@ func (p *Provider) setLabels(source string, name multicluster.ClusterName, l map
 	}
 }
 
-// ClusterNames lists the engaged clusters.
+// ClusterNames lists the clusters connected here.
 func (p *Provider) ClusterNames() []multicluster.ClusterName {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -444,16 +525,18 @@ func (p *Provider) serves(l map[string]string) bool {
 }
 
 // engage is the one engage path of both sources (cluster Secrets and
-// kubeconfig files). It reserves the cluster name for source under the lock
-// before connecting, so a second source naming the same cluster gets a
-// *DuplicateError at once instead of racing the first (both connecting, the
-// last one winning the map). A source whose connection data is unchanged is
-// left alone (changed false); one whose data changed is disengaged first.
+// kubeconfig files). It records the registration under the lock — so a
+// second source naming the same cluster gets a *DuplicateError at once
+// instead of racing the first —, registers it with the gate, and connects
+// it only if the gate wants it here (disconnecting it if the gate no longer
+// does). A source whose connection data changed is disconnected first.
+// changed is true when this call connected the cluster.
 //
 //	lock: name held by another source? ─▶ DuplicateError
-//	      same source, same hash?       ─▶ nothing to do
-//	      reserve name (cl == nil), drop this source's previous cluster
-//	unlock ─▶ connect (probe, cache sync; up to ConnectTimeout)
+//	      new or changed data?  ─▶ record it, drop this source's previous cluster
+//	      wanted, not connected ─▶ reserve the connection (cancel set)
+//	      unwanted, connected   ─▶ take the connection away
+//	unlock ─▶ gate.Register ─▶ disconnect, or connect (probe, cache sync; up to ConnectTimeout)
 //	lock: still our reservation? ─▶ serve (cl set) ─▶ aware.Engage
 func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 	name := multicluster.ClusterName(c.Name)
@@ -462,57 +545,97 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		p.mu.Unlock()
 		return false, &DuplicateError{Name: name, ServedFrom: other.source}
 	}
-	if prev, ok := p.bySource[source]; ok && prev == name && p.clusters[name].hash == c.Hash {
+	var stale *engaged
+	staleName := multicluster.ClusterName("")
+	e := p.clusters[name]
+	if prev, ok := p.bySource[source]; !ok || prev != name || e == nil || e.hash != c.Hash {
+		if ok {
+			stale, staleName = p.clusters[prev], prev
+			delete(p.clusters, prev)
+		}
+		e = &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0}
+		p.clusters[name] = e
+		p.bySource[source] = name
+	}
+	p.mu.Unlock()
+	if stale != nil {
+		p.disconnect(stale)
+		if staleName != name && p.opts.Gate != nil {
+			p.opts.Gate.Unregister(staleName)
+		}
+		p.log.Info("cluster connection data changed; re-engaging", "cluster", name)
+	}
+	if p.opts.Gate != nil {
+		p.opts.Gate.Register(name)
+	}
+
+	want := p.wanted(name)
+	p.mu.Lock()
+	if p.clusters[name] != e { // removed meanwhile
 		p.mu.Unlock()
 		return false, nil
 	}
-	var stale *engaged
-	if prev, ok := p.bySource[source]; ok {
-		stale = p.clusters[prev]
-		delete(p.clusters, prev)
+	if !want {
+		taken := e.cancel != nil
+		cut := &engaged{cl: e.cl, cancel: e.cancel}
+		e.cl, e.cancel = nil, nil
+		p.mu.Unlock()
+		if taken {
+			p.disconnect(cut)
+			p.metrics.reachable.DeleteLabelValues(string(name))
+			p.log.Info("cluster disconnected: another replica owns it", "cluster", name)
+		}
+		return false, nil
 	}
-	reservation := &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0}
-	p.clusters[name] = reservation
-	p.bySource[source] = name
+	if e.cancel != nil { // connected, or connecting on another path
+		p.mu.Unlock()
+		return false, nil
+	}
+	clusterCtx, cancel := context.WithCancel(p.ctx)
+	e.cancel = cancel // remove() during the connect stops it
 	p.mu.Unlock()
-	if stale != nil && stale.cancel != nil {
-		stale.cancel()
-		p.log.Info("cluster connection data changed; re-engaging", "cluster", name)
-	}
-	release := func() {
+	undo := func() {
+		cancel()
 		p.mu.Lock()
-		if p.clusters[name] == reservation {
-			delete(p.clusters, name)
-			delete(p.bySource, source)
+		if e.cl == nil && p.clusters[name] == e {
+			e.cancel = nil
 		}
 		p.mu.Unlock()
 	}
 
-	clusterCtx, cancel := context.WithCancel(p.ctx)
-	p.mu.Lock()
-	reservation.cancel = cancel // remove() during the connect stops it
-	p.mu.Unlock()
 	cl, err := p.connect(clusterCtx, p.log.WithValues("cluster", name), c)
 	if err != nil {
-		cancel()
-		release()
+		undo()
 		return false, err
 	}
 	p.mu.Lock()
-	ours := p.clusters[name] == reservation
+	ours := p.clusters[name] == e && e.cancel != nil && clusterCtx.Err() == nil
 	if ours {
-		reservation.cl = cl
+		e.cl = cl
 	}
 	p.mu.Unlock()
-	if !ours { // removed while connecting
+	if !ours { // removed or disconnected while connecting
 		cancel()
 		return false, nil
 	}
+	p.metrics.connected.Inc()
+	go func() {
+		<-clusterCtx.Done()
+		p.metrics.connected.Dec()
+	}()
 	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
 		p.remove(source)
 		return false, fmt.Errorf("failed to engage cluster %q: %w", name, err)
 	}
 	return true, nil
+}
+
+// disconnect stops a cluster's connection and cache (dial closes its idle
+// connections when the cluster's context ends).
+func (p *Provider) disconnect(e *engaged) {
+	if e.cancel != nil {
+		e.cancel()
+	}
 }
 
 // dial connects to the cluster and starts its cache; the cache stops with
@@ -570,7 +693,17 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 		if err := cl.Start(ctx); err != nil {
 			log.Error(err, "cluster cache stopped")
 		}
+		// At once, not at the transport's idle timeout: a disconnected
+		// cluster keeps no connection open.
+		cl.GetHTTPClient().CloseIdleConnections()
 	}()
+	if p.opts.Informers != nil {
+		for _, obj := range p.opts.Informers(len(c.Namespaces) > 0) {
+			if _, err := cl.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+				return nil, fmt.Errorf("failed to start the informer of %T: %w", obj, err)
+			}
+		}
+	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
 	defer syncCancel()
 	if !cl.GetCache().WaitForCacheSync(syncCtx) {
@@ -621,8 +754,11 @@ func (p *Provider) remove(source string) (multicluster.ClusterName, bool) {
 		delete(p.clusters, name)
 	}
 	p.mu.Unlock()
-	if e != nil && e.cancel != nil {
-		e.cancel()
+	if e != nil {
+		p.disconnect(e)
+	}
+	if ok && p.opts.Gate != nil {
+		p.opts.Gate.Unregister(name)
 	}
 	return name, ok
 }

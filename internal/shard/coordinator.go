@@ -1,9 +1,12 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,16 +43,38 @@ type Coordinator struct {
 	trigger chan struct{}
 	ready   atomic.Bool
 
-	mu       sync.Mutex // guards the fields below; never held across an API call
-	awares   []multicluster.Aware
-	clusters map[multicluster.ClusterName]*clusterState
-	fences   map[string]*fenceState // by fence key
+	mu         sync.Mutex // guards the fields below; never held across an API call
+	awares     []multicluster.Aware
+	clusters   map[multicluster.ClusterName]*clusterState // connected: handed over by the provider
+	registered map[multicluster.ClusterName]bool          // valid registrations, connected or not
+	known      uint64                                     // bumped on every change of clusters or registered
+	fences     map[string]*fenceState                     // by fence key
+	wanted     map[multicluster.ClusterName]role          // what this replica should be connected to
+	onWanted   []func(multicluster.ClusterName)
 
 	// Owned by the decision loop only.
 	peerLease   *coordinationv1.Lease
 	peerRenewed time.Time
 	unownedFrom map[string]time.Time // fence key → when it was first seen without a live holder
 	reported    map[multicluster.ClusterName]bool
+	plan        plan // the last assignment, recomputed when its inputs change
+}
+
+// role is why a replica holds a connection to a cluster.
+type role int
+
+const (
+	roleNone    role = iota
+	roleOwner        // assigned the cluster's fence: holding or acquiring it
+	roleStandby      // next in line for it: kept warm, not written to
+)
+
+// plan is an assignment and the standby set it implies, with the inputs it
+// was computed from.
+type plan struct {
+	inputs  string
+	assign  map[string]string // fence key → peer ID
+	standby map[multicluster.ClusterName]bool
 }
 
 type clusterState struct {
@@ -96,7 +121,9 @@ func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Co
 		metrics:     m,
 		trigger:     make(chan struct{}, 1),
 		clusters:    map[multicluster.ClusterName]*clusterState{},
+		registered:  map[multicluster.ClusterName]bool{},
 		fences:      map[string]*fenceState{},
+		wanted:      map[multicluster.ClusterName]role{},
 		unownedFrom: map[string]time.Time{},
 		reported:    map[multicluster.ClusterName]bool{},
 	}, nil
@@ -131,6 +158,7 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 		old.engCancel() // new connection data: re-engaged below with the new cluster
 	}
 	c.clusters[name] = st
+	c.known++
 	c.mu.Unlock()
 	go func() {
 		<-ctx.Done()
@@ -140,12 +168,57 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 				cur.engCancel()
 			}
 			delete(c.clusters, name)
+			c.known++
 		}
 		c.mu.Unlock()
 		c.kick()
 	}()
 	c.kick()
 	return nil
+}
+
+// Register records a valid registration of cluster name, connected or not.
+// Every replica registers the same set (they read the same cluster Secrets),
+// and the assignment is computed over it, so a cluster nobody can reach
+// still has an owner: the replica that holds its fence and keeps retrying
+// the connection. Engage alone also makes a cluster known.
+func (c *Coordinator) Register(name multicluster.ClusterName) {
+	c.mu.Lock()
+	if !c.registered[name] {
+		c.registered[name] = true
+		c.known++
+	}
+	c.mu.Unlock()
+	c.kick()
+}
+
+// Unregister forgets a registration (its Secret is gone or invalid).
+func (c *Coordinator) Unregister(name multicluster.ClusterName) {
+	c.mu.Lock()
+	if c.registered[name] {
+		delete(c.registered, name)
+		c.known++
+	}
+	c.mu.Unlock()
+	c.kick()
+}
+
+// Wanted reports whether this replica should hold a connection to (and a
+// cache of) cluster name now: it is assigned the cluster's fence — holding
+// it or acquiring it — or keeps the cluster warm as a standby. False before
+// the first membership snapshot.
+func (c *Coordinator) Wanted(name multicluster.ClusterName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wanted[name] != roleNone
+}
+
+// OnWantedChanged registers fn, called from the decision loop with every
+// cluster whose Wanted answer changed. fn must not block.
+func (c *Coordinator) OnWantedChanged(fn func(multicluster.ClusterName)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onWanted = append(c.onWanted, fn)
 }
 
 // Owns reports whether this replica may write to cluster now, and the stamp
@@ -303,11 +376,13 @@ func (c *Coordinator) observe(o any) {
 
 // step is one pass of the decision loop:
 //
-//	membership ─▶ for each fence key: want = Assign(key, peers) == self
+//	membership + registered clusters ─▶ AssignBounded(fence keys, peers)
+//	for each fence key: want = assigned to self
 //	   want & !held ─▶ acquire (create, or take over a released/expired Lease)
 //	   want &  held ─▶ renew every RenewInterval; past RenewDeadline ─▶ lost
 //	  !want &  held ─▶ stop engagements, then release (holder = "")
-//	─▶ engage clusters whose fence is held; cancel the others
+//	─▶ engage connected clusters whose fence is held; cancel the others
+//	─▶ wanted connections = assigned to self ∪ standbys ─▶ tell the provider
 func (c *Coordinator) step(ctx context.Context) {
 	now := c.opts.clock.Now()
 	if now.Sub(c.peerRenewed) >= c.opts.RenewInterval {
@@ -321,10 +396,20 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.metrics.peers.Set(float64(len(peers)))
 
 	c.mu.Lock()
-	keys := map[string]bool{}
-	for name := range c.clusters {
-		keys[FenceKey(string(name), c.opts.Buckets)] = true
+	names := make([]multicluster.ClusterName, 0, len(c.registered)+len(c.clusters))
+	for name := range c.registered {
+		names = append(names, name)
 	}
+	for name := range c.clusters {
+		if !c.registered[name] {
+			names = append(names, name)
+		}
+	}
+	keys := map[string]int{} // fence key → clusters it guards
+	for _, name := range names {
+		keys[FenceKey(string(name), c.opts.Buckets)]++
+	}
+	known := c.known
 	var work []*fenceState
 	for k := range keys {
 		if c.fences[k] == nil {
@@ -332,7 +417,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		}
 	}
 	for k, f := range c.fences {
-		if !keys[k] && !f.held {
+		if keys[k] == 0 && !f.held {
 			delete(c.fences, k)
 			continue
 		}
@@ -340,8 +425,9 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	c.mu.Unlock()
 
+	pl := c.planFor(peers, keys, names, known)
 	for _, f := range work {
-		want := keys[f.key] && Assign(f.key, peers) == c.opts.Identity
+		want := keys[f.key] > 0 && pl.assign[f.key] == c.opts.Identity
 		switch {
 		case want && !c.isHeld(f):
 			c.acquire(ctx, f)
@@ -354,7 +440,111 @@ func (c *Coordinator) step(ctx context.Context) {
 		}
 	}
 	c.syncEngagements()
+	if selfAlive {
+		// A replica that cannot renew its own peer Lease keeps its
+		// connections as they are: it owns nothing meanwhile, and dropping
+		// every cache during a hub outage would only slow the recovery.
+		c.syncWanted(pl, names)
+	}
 	c.updateMetrics(keys)
+}
+
+// planFor returns the assignment of the fence keys (with their cluster
+// counts) to peers and this replica's standby clusters, reusing the last
+// plan while its inputs — peers, weights, known clusters — are unchanged.
+func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicluster.ClusterName, known uint64) plan {
+	ids := make([]string, 0, len(peers))
+	for _, p := range peers {
+		ids = append(ids, p.ID+"="+strconv.FormatFloat(p.Weight, 'g', -1, 64))
+	}
+	slices.Sort(ids)
+	inputs := strconv.FormatUint(known, 10) + "|" + strings.Join(ids, ",")
+	if c.plan.assign != nil && c.plan.inputs == inputs {
+		return c.plan
+	}
+	units := make([]Unit, 0, len(keys))
+	for k, n := range keys {
+		units = append(units, Unit{Key: k, Load: n})
+	}
+	pl := plan{inputs: inputs, assign: AssignBounded(units, peers, c.opts.Balance), standby: map[multicluster.ClusterName]bool{}}
+	if c.opts.Standby > 0 && len(peers) > 1 {
+		// The fence keys this replica takes over if their owner dies: those
+		// the assignment without that owner gives to us.
+		next := map[string]bool{}
+		for _, q := range peers {
+			if q.ID == c.opts.Identity {
+				continue
+			}
+			rest := slices.DeleteFunc(slices.Clone(peers), func(p Peer) bool { return p.ID == q.ID })
+			alt := AssignBounded(units, rest, c.opts.Balance)
+			for k, owner := range pl.assign {
+				if owner == q.ID && alt[k] == c.opts.Identity {
+					next[k] = true
+				}
+			}
+		}
+		self := Peer{ID: c.opts.Identity, Weight: c.opts.Weight}
+		var candidates []multicluster.ClusterName
+		for _, name := range names {
+			if next[FenceKey(string(name), c.opts.Buckets)] {
+				candidates = append(candidates, name)
+			}
+		}
+		// The closest first: the highest rendezvous score for this replica.
+		slices.SortFunc(candidates, func(a, b multicluster.ClusterName) int {
+			if c := cmp.Compare(score(string(b), self), score(string(a), self)); c != 0 {
+				return c
+			}
+			return strings.Compare(string(a), string(b))
+		})
+		for _, name := range candidates[:min(len(candidates), c.opts.Standby)] {
+			pl.standby[name] = true
+		}
+	}
+	c.plan = pl
+	return pl
+}
+
+// syncWanted records which clusters this replica should be connected to —
+// those whose fence it is assigned or still holds, and its standbys — and
+// tells the OnWantedChanged subscribers about every change.
+func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
+	next := make(map[multicluster.ClusterName]role, len(names))
+	standby := 0
+	c.mu.Lock()
+	for _, name := range names {
+		key := FenceKey(string(name), c.opts.Buckets)
+		f := c.fences[key]
+		switch {
+		case pl.assign[key] == c.opts.Identity || (f != nil && f.held):
+			next[name] = roleOwner
+		case pl.standby[name]:
+			next[name] = roleStandby
+			standby++
+		}
+	}
+	var changed []multicluster.ClusterName
+	for name, r := range next {
+		if c.wanted[name] == roleNone {
+			changed = append(changed, name)
+		} else if c.wanted[name] != r {
+			c.log.V(1).Info("cluster role changed", "cluster", name, "standby", r == roleStandby)
+		}
+	}
+	for name := range c.wanted {
+		if next[name] == roleNone {
+			changed = append(changed, name)
+		}
+	}
+	c.wanted = next
+	fns := slices.Clone(c.onWanted)
+	c.mu.Unlock()
+	c.metrics.standby.Set(float64(standby))
+	for _, name := range changed {
+		for _, fn := range fns {
+			fn(name)
+		}
+	}
 }
 
 // membership is the peer snapshot decisions use. Our own entry comes from
@@ -635,26 +825,35 @@ func (c *Coordinator) shutdown() {
 	c.log.Info("handed off all clusters", "fences", len(held))
 }
 
-func (c *Coordinator) updateMetrics(keys map[string]bool) {
+func (c *Coordinator) updateMetrics(keys map[string]int) {
 	now := c.opts.clock.Now()
 	threshold := c.opts.LeaseDuration + c.opts.RetryPeriod
 	var owned, unowned int
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name := range c.reported {
-		if c.clusters[name] == nil {
+		if c.clusters[name] == nil && !c.registered[name] {
 			c.metrics.clusterOwned.DeleteLabelValues(string(name))
 			delete(c.reported, name)
 		}
 	}
-	for name, cs := range c.clusters {
-		v := 0.0
+	for _, cs := range c.clusters {
 		if cs.engCancel != nil {
 			owned++
+		}
+	}
+	for name := range c.registered {
+		c.reported[name] = true
+	}
+	for name := range c.clusters {
+		c.reported[name] = true
+	}
+	for name := range c.reported {
+		v := 0.0
+		if f := c.fences[FenceKey(string(name), c.opts.Buckets)]; f != nil && f.held {
 			v = 1
 		}
 		c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
-		c.reported[name] = true
 	}
 	for k := range keys {
 		f := c.fences[k]
@@ -672,7 +871,7 @@ func (c *Coordinator) updateMetrics(keys map[string]bool) {
 		}
 	}
 	for k := range c.unownedFrom {
-		if !keys[k] {
+		if keys[k] == 0 {
 			delete(c.unownedFrom, k)
 		}
 	}
@@ -702,19 +901,29 @@ func WriteContext(ctx context.Context, w Writer, cluster multicluster.ClusterNam
 	return wctx, func() { cancel(); done() }, true
 }
 
-// Share is the fraction of the known clusters this replica owns and has
-// engaged (0 when it knows none): its share of a hub-wide budget.
+// Share is the fraction of the known clusters whose fence this replica
+// holds (0 when it knows none): its share of a hub-wide budget. The shares
+// of all replicas add up to 1.
 func (c *Coordinator) Share() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.clusters) == 0 {
-		return 0
-	}
-	owned := 0
-	for _, cs := range c.clusters {
-		if cs.engCancel != nil {
-			owned++
+	total, held := 0, 0
+	count := func(name multicluster.ClusterName) {
+		total++
+		if f := c.fences[FenceKey(string(name), c.opts.Buckets)]; f != nil && f.held {
+			held++
 		}
 	}
-	return float64(owned) / float64(len(c.clusters))
+	for name := range c.registered {
+		count(name)
+	}
+	for name := range c.clusters {
+		if !c.registered[name] {
+			count(name)
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(held) / float64(total)
 }

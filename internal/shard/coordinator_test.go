@@ -285,7 +285,7 @@ func TestCoordinatorSkewShortcut(t *testing.T) {
 	}
 }
 
-// When a second replica appears, the clusters HRW gives it are released:
+// When a second replica appears, the clusters the assignment gives it are released:
 // engagement stops first, then the holder is cleared so the new owner need
 // not wait for expiry. Scaling back down hands them back.
 func TestCoordinatorReleasesOnRebalance(t *testing.T) {
@@ -302,9 +302,14 @@ func TestCoordinatorReleasesOnRebalance(t *testing.T) {
 	h.peer("r1")
 	h.c.step(h.ctx)
 	peers := []Peer{{ID: "r0", Weight: 1}, {ID: "r1", Weight: 1}}
+	var units []Unit
+	for _, n := range names {
+		units = append(units, Unit{Key: n, Load: 1})
+	}
+	assignment := AssignBounded(units, peers, DefaultBalance)
 	var mine, theirs []string
 	for _, n := range names {
-		if Assign(n, peers) == "r0" {
+		if assignment[n] == "r0" {
 			mine = append(mine, n)
 		} else {
 			theirs = append(theirs, n)

@@ -14,6 +14,7 @@ const (
 	metricFenceFailures = "certhub_shard_fence_failures_total"
 	metricUnowned       = "certhub_shard_unowned_clusters"
 	metricPeers         = "certhub_shard_peers"
+	metricStandby       = "certhub_shard_standby_clusters"
 )
 
 type shardMetrics struct {
@@ -23,14 +24,15 @@ type shardMetrics struct {
 	fenceFailures *prometheus.CounterVec
 	unowned       prometheus.Gauge
 	peers         prometheus.Gauge
+	standby       prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
 	m := &shardMetrics{
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricOwned,
-			Help: "Downstream clusters this replica owns (holds the fence of and has engaged)."}),
+			Help: "Downstream clusters this replica owns and has engaged (holds the fence of and is connected to)."}),
 		clusterOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricClusterOwned,
-			Help: "1 when this replica owns the cluster, 0 when it knows the cluster but another replica (or none) owns it."}, []string{"cluster"}),
+			Help: "1 when this replica holds the cluster's fence (connected or still trying to connect), 0 when it knows the cluster but another replica (or none) owns it."}, []string{"cluster"}),
 		handoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: metricHandoffs,
 			Help: "Fences this replica took over from another replica (failover or rebalancing)."}),
 		fenceFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricFenceFailures,
@@ -39,8 +41,10 @@ func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
 			Help: "Clusters whose fence has had no live holder for longer than LeaseDuration + RetryPeriod, as this replica sees them."}),
 		peers: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPeers,
 			Help: "Live replicas in the membership snapshot this replica decides with."}),
+		standby: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricStandby,
+			Help: "Clusters this replica keeps warm (connected, cache synced, not written to) because it would take them over first (--standby)."}),
 	}
-	for _, c := range []prometheus.Collector{m.owned, m.clusterOwned, m.handoffs, m.fenceFailures, m.unowned, m.peers} {
+	for _, c := range []prometheus.Collector{m.owned, m.clusterOwned, m.handoffs, m.fenceFailures, m.unowned, m.peers, m.standby} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {

@@ -67,6 +67,15 @@ type Options struct {
 	// one fence Lease each (for thousands of clusters). 0 means one fence per
 	// cluster. Every replica must use the same value. Defaults to 0.
 	Buckets int
+	// Standby is how many clusters this replica keeps warm besides those it
+	// owns: connected, cache synced, never written to — the ones it would
+	// take over first if their owner died (next in rendezvous order), so such
+	// a takeover waits for no connection or cache sync. Defaults to 0.
+	Standby int
+	// Balance is the ε of the bounded-load assignment (AssignBounded): no
+	// replica is assigned more than ⌈(1+ε)·N·weight/Σweights⌉ of the N
+	// clusters. Every replica must use the same value. Defaults to DefaultBalance.
+	Balance float64
 	// PeerPrefix defaults to DefaultPeerPrefix; FencePrefix to DefaultFencePrefix.
 	PeerPrefix, FencePrefix string
 	// Registerer receives the shard metrics. Defaults to controller-runtime's registry.
@@ -93,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.RenewInterval == 0 {
 		o.RenewInterval = min(DefaultRenewInterval, o.RenewDeadline/2)
+	}
+	if o.Balance == 0 {
+		o.Balance = DefaultBalance
 	}
 	if o.PeerPrefix == "" {
 		o.PeerPrefix = DefaultPeerPrefix
@@ -137,6 +149,12 @@ func (o Options) Validate() error {
 	}
 	if o.RetryPeriod <= 0 || o.RenewInterval <= 0 || o.RenewInterval >= o.RenewDeadline {
 		errs = append(errs, fmt.Errorf("shard: RetryPeriod (%s) must be > 0 and RenewInterval (%s) in (0, RenewDeadline)", o.RetryPeriod, o.RenewInterval))
+	}
+	if o.Standby < 0 {
+		errs = append(errs, fmt.Errorf("shard: Standby %d must not be negative", o.Standby))
+	}
+	if o.Balance < 0 {
+		errs = append(errs, fmt.Errorf("shard: Balance %v must not be negative", o.Balance))
 	}
 	if o.Buckets < 0 {
 		errs = append(errs, fmt.Errorf("shard: Buckets %d must not be negative", o.Buckets))

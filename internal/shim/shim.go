@@ -35,6 +35,15 @@ const (
 	DefaultIssuerGroup = "cert-manager.io"
 )
 
+// Informers are the downstream objects the enabled shims watch in every
+// cluster (Gateways, served only in some, start when the shim engages).
+func Informers(o Options) []client.Object {
+	if !o.Ingress {
+		return nil
+	}
+	return []client.Object{&networkingv1.Ingress{}, certificateObject()}
+}
+
 // Options configure the shims.
 type Options struct {
 	// Ingress enables the Ingress shim. The zero Options enable nothing;

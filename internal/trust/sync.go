@@ -78,6 +78,12 @@ func (o *Options) defaults() {
 	}
 }
 
+// Informers are the downstream objects the bundle controller watches in a
+// cluster-wide registration (namespace-scoped ones get no bundle).
+func Informers() []client.Object {
+	return []client.Object{&corev1.Namespace{}, &corev1.ConfigMap{}}
+}
+
 // CacheOptions makes a downstream cluster cache only certhub's bundle ConfigMaps.
 func CacheOptions() cluster.Option {
 	return func(o *cluster.Options) {

@@ -241,10 +241,16 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
+	// Each replica is connected only to its own clusters: it reports on
+	// those, and reads the others' reports.
+	var owns func(multicluster.ClusterName) bool
+	if sc, ok := coord.(*shard.Coordinator); ok {
+		owns = func(name multicluster.ClusterName) bool { _, ok := sc.Owns(name); return ok }
+	}
 	rotator, err := rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
 		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: provider.Clusters, Scoped: provider.NamespaceScoped,
 		GetCluster: mgr.GetCluster, Hub: mgr.GetLocalManager().GetClient(), Recorder: mgr.GetLocalManager().GetEventRecorder("certhub"),
-		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry}, ctrl.Log.WithName("rotation"))
+		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Owns: owns, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,13 @@ type Options struct {
 	Recorder recorder.EventRecorder
 	// Registerer receives certhub_ca_rotation_*. Defaults to none.
 	Registerer prometheus.Registerer
+	// Owns, when set, says which clusters this replica owns: it observes
+	// only those (it is connected to no others) and publishes what it saw
+	// (report.go); every replica steps with the union of the fresh reports.
+	// Nil: this replica observes every cluster itself. Defaults to nil.
+	Owns func(multicluster.ClusterName) bool
+	// Identity names this replica's report. Required with Owns.
+	Identity string
 }
 
 func (o *Options) defaults() {
@@ -83,9 +90,10 @@ type Rotator struct {
 	halted *prometheus.GaugeVec
 	wave   *prometheus.GaugeVec
 
-	mu     sync.Mutex
-	states map[string]*State // by issuer
-	subs   []func()
+	mu       sync.Mutex
+	states   map[string]*State // by issuer
+	subs     []func()
+	reported map[string]report // by issuer: the last report this replica wrote
 }
 
 // New returns a Rotator; add it to the manager (it is a Runnable).
@@ -94,7 +102,10 @@ func New(opts Options, log logr.Logger) (*Rotator, error) {
 	if opts.Namespace == "" || opts.Clusters == nil || opts.GetCluster == nil || opts.Hub == nil || opts.Recorder == nil {
 		return nil, errors.New("rotation: Namespace, Clusters, GetCluster, Hub and Recorder are required")
 	}
-	r := &Rotator{opts: opts, log: log, states: map[string]*State{},
+	if opts.Owns != nil && opts.Identity == "" {
+		return nil, errors.New("rotation: Identity is required with Owns")
+	}
+	r := &Rotator{opts: opts, log: log, states: map[string]*State{}, reported: map[string]report{},
 		halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_halted", Help: "1 while the CA rotation of the issuer is halted (a wave missed its deadline)."}, []string{"issuer"}),
 		wave:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_wave", Help: "The wave (1-based) the CA rotation of the issuer rolls; 0 before the first, waves+1 after the last."}, []string{"issuer"})}
 	if opts.Registerer != nil {
@@ -240,6 +251,9 @@ func (r *Rotator) step(ctx context.Context) {
 			r.log.Error(err, "CA rotation step failed", "issuer", iss.Name)
 		}
 	}
+	if r.opts.Owns != nil {
+		r.forget(ctx, active)
+	}
 	// Rotations no longer asked for: their state goes.
 	cms := &corev1.ConfigMapList{}
 	if err := r.opts.Hub.List(ctx, cms, client.InNamespace(r.opts.Namespace), client.MatchingLabels{StateLabel: "true"}); err == nil {
@@ -306,11 +320,16 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer) erro
 		s.Reason = ""
 	}
 	// Progress over every wave, and of the waves rolled so far.
-	moved, total, missing := r.progress(ctx, iss.Name, nextCA, waveOf, s.Wave)
+	view := r.observe(ctx, iss.Name, nextCA)
+	if r.opts.Owns != nil {
+		r.publish(ctx, iss.Name, view)
+		view = r.merge(ctx, iss.Name, view)
+	}
+	moved, total, missing := tally(view, waveOf, s.Wave)
 	s.Moved, s.Total = moved, total
 	switch s.Phase {
 	case Publishing:
-		if r.published(ctx, nextCA) {
+		if r.published(view) {
 			s.Phase, s.Since = Soaking, now
 			r.event(iss, corev1.EventTypeNormal, ReasonProgress, "New CA published in every cluster's trust bundle; soaking for %s", r.opts.Soak)
 		}
@@ -400,61 +419,39 @@ func (r *Rotator) save(ctx context.Context, iss *cmapi.ClusterIssuer, cm *corev1
 	return nil
 }
 
-// published reports whether every engaged cluster's bundle ConfigMaps hold ca.
-func (r *Rotator) published(ctx context.Context, ca *x509.Certificate) bool {
+// published reports whether the bundles of every registered cluster that
+// holds one (not namespace-scoped) carry the new CA, as view says.
+func (r *Rotator) published(view map[multicluster.ClusterName]progress) bool {
 	if r.opts.BundleName == "" {
 		return true
 	}
-	want := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
 	for name := range r.opts.Clusters() {
-		if r.opts.Scoped(name) {
-			continue
-		}
-		cl, err := r.opts.GetCluster(ctx, name)
-		if err != nil {
-			return false
-		}
-		list := &corev1.ConfigMapList{}
-		if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
-			return false
-		}
-		n := 0
-		for _, cm := range list.Items {
-			if cm.Name != r.opts.BundleName {
-				continue
-			}
-			n++
-			if !bytes.Contains([]byte(cm.Data[r.opts.BundleKey]), want) {
-				return false
-			}
-		}
-		if n == 0 {
+		if !r.opts.Scoped(name) && !view[name].Published {
 			return false
 		}
 	}
 	return true
 }
 
-// progress counts the issuer's Certificates over every engaged cluster
-// (moved: Ready and signed by next) and, per cluster of waves ≤ upTo, those
-// not yet moved.
-func (r *Rotator) progress(ctx context.Context, issuer string, next *x509.Certificate, waveOf map[multicluster.ClusterName]int, upTo int) (moved, total int, missing map[multicluster.ClusterName]int) {
-	missing = map[multicluster.ClusterName]int{}
-	for name, w := range waveOf {
-		counted := w <= upTo
-		cl, err := r.opts.GetCluster(ctx, name)
-		if err != nil {
-			if counted {
-				missing[name] = -1 // not reachable through the hub
-			}
+// observe returns this replica's view of the rotation of issuer to next:
+// for every cluster it owns (all it is connected to, without Owns), whether
+// its bundles hold next and how many of the issuer's Certificates moved.
+// Clusters it cannot read are left out.
+func (r *Rotator) observe(ctx context.Context, issuer string, next *x509.Certificate) map[multicluster.ClusterName]progress {
+	want := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: next.Raw})
+	out := map[multicluster.ClusterName]progress{}
+	for name := range r.opts.Clusters() {
+		if r.opts.Owns != nil && !r.opts.Owns(name) {
 			continue
 		}
+		cl, err := r.opts.GetCluster(ctx, name)
+		if err != nil {
+			continue
+		}
+		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(ctx, cl, want)}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
 		if err := cl.GetClient().List(ctx, list); err != nil {
-			if counted {
-				missing[name] = -1
-			}
 			continue
 		}
 		for i := range list.Items {
@@ -466,11 +463,50 @@ func (r *Rotator) progress(ctx context.Context, issuer string, next *x509.Certif
 			if ref.Kind != cmapi.ClusterIssuerKind || ref.Name != issuer {
 				continue
 			}
-			total++
+			p.Total++
 			if r.movedTo(ctx, cl, crt, next) {
-				moved++
-			} else if counted {
-				missing[name]++
+				p.Moved++
+			}
+		}
+		out[name] = p
+	}
+	return out
+}
+
+// bundleHolds reports whether every bundle ConfigMap of the cluster holds ca (PEM).
+func (r *Rotator) bundleHolds(ctx context.Context, cl cluster.Cluster, ca []byte) bool {
+	list := &corev1.ConfigMapList{}
+	if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
+		return false
+	}
+	n := 0
+	for _, cm := range list.Items {
+		if cm.Name != r.opts.BundleName {
+			continue
+		}
+		n++
+		if !bytes.Contains([]byte(cm.Data[r.opts.BundleKey]), ca) {
+			return false
+		}
+	}
+	return n > 0
+}
+
+// tally counts the issuer's Certificates over every cluster (moved: Ready
+// and signed by the new CA) and, per cluster of waves ≤ upTo, those not yet
+// moved; a cluster of those waves that nobody observed counts as -1.
+func tally(view map[multicluster.ClusterName]progress, waveOf map[multicluster.ClusterName]int, upTo int) (moved, total int, missing map[multicluster.ClusterName]int) {
+	missing = map[multicluster.ClusterName]int{}
+	for name, w := range waveOf {
+		p, seen := view[name]
+		switch {
+		case !seen && w <= upTo:
+			missing[name] = -1 // not reachable through the hub
+		case seen:
+			moved += p.Moved
+			total += p.Total
+			if w <= upTo && p.Moved < p.Total {
+				missing[name] = p.Total - p.Moved
 			}
 		}
 	}

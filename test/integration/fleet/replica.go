@@ -44,6 +44,7 @@ type Replica struct {
 	cmd     *exec.Cmd
 	logPath string
 	probes  string
+	metrics string // host:port of its /metrics
 	done    chan struct{}
 	exitErr error
 }
@@ -68,7 +69,7 @@ func (c Config) TryStart(t testing.TB, id string) (*Replica, error) {
 	if tm == (Timings{}) {
 		tm = FastTimings
 	}
-	probes := freeAddr(t)
+	probes, metrics := freeAddr(t), freeAddr(t)
 	dir := os.Getenv("CERTHUB_TEST_LOGDIR")
 	if dir == "" {
 		dir = t.TempDir()
@@ -76,14 +77,14 @@ func (c Config) TryStart(t testing.TB, id string) (*Replica, error) {
 	args := append([]string{"run",
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", c.HubNamespace, "--cluster-secret-namespace", c.ArgoNamespace,
-		"--identity", id, "--metrics-bind-address", "0", "--health-probe-bind-address", probes,
+		"--identity", id, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
 		"--lease-duration", tm.LeaseDuration.String(), "--renew-deadline", tm.RenewDeadline.String(),
 		"--retry-period", tm.RetryPeriod.String(), "--renew-interval", tm.RenewInterval.String()}, c.Args...)
 	r, err := Launch(id, c.Binary, dir, args...)
 	if err != nil {
 		return nil, err
 	}
-	r.probes = probes
+	r.probes, r.metrics = probes, metrics
 	t.Cleanup(func() {
 		if r.Running() {
 			_ = r.cmd.Process.Signal(syscall.SIGTERM)

@@ -51,12 +51,21 @@ type Replica struct {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// FreeAddr returns a loopback address with a port free at the moment.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // TryStart starts replica id. The test's cleanup stops it (SIGTERM) if it
@@ -119,6 +128,11 @@ func Launch(id, bin, dir string, args ...string) (*Replica, error) {
 	logf, err := os.Create(r.logPath)
 	if err != nil {
 		return nil, err
+	}
+	for i, a := range args {
+		if a == "--metrics-bind-address" && i+1 < len(args) && args[i+1] != "0" {
+			r.metrics = args[i+1]
+		}
 	}
 	r.cmd = exec.Command(bin, args...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf

@@ -49,9 +49,11 @@ const (
 	// a cluster that is unreachable, so it is served again within this long
 	// of coming back (controller-runtime's default cap is 1000s).
 	DefaultMaxReconnectDelay = 30 * time.Second
-	// DefaultMaxConcurrentReconciles is how many cluster Secrets are handled at once,
-	// so one unreachable cluster does not hold up the others.
-	DefaultMaxConcurrentReconciles = 4
+	// DefaultMaxConcurrentReconciles is how many cluster Secrets are handled
+	// (and clusters connected) at once, so one unreachable cluster does not
+	// hold up the others, and a replica taking over a dead one's share of a
+	// large fleet connects it in parallel.
+	DefaultMaxConcurrentReconciles = 16
 	// DefaultQPS and DefaultBurst limit each downstream client, as Argo CD's
 	// ARGOCD_K8S_CLIENT_QPS defaults do (client-go's own 5/10 would throttle
 	// every issuance to ~200 ms).

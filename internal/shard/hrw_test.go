@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -129,4 +130,98 @@ func FuzzAssign(f *testing.F) {
 			t.Fatalf("order-dependent: %q vs %q", got, again)
 		}
 	})
+}
+
+func units(keys []string) []Unit {
+	out := make([]Unit, len(keys))
+	for i, k := range keys {
+		out[i] = Unit{Key: k, Load: 1}
+	}
+	return out
+}
+
+func countBounded(a map[string]string, us []Unit, ps []Peer) []int {
+	per := map[string]int{}
+	for _, u := range us {
+		per[a[u.Key]] += u.Load
+	}
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = per[p.ID]
+	}
+	return out
+}
+
+// Golden vectors of the bounded assignment: like Assign's, part of the
+// contract between replicas of different versions.
+func TestAssignBoundedGolden(t *testing.T) {
+	got := AssignBounded(units(clusterNames(6)), peers("certhub-0", "certhub-1", "certhub-2"), DefaultBalance)
+	per := countBounded(got, units(clusterNames(6)), peers("certhub-0", "certhub-1", "certhub-2"))
+	if !slices.Equal(per, []int{2, 2, 2}) {
+		t.Errorf("6 clusters over 3 replicas split %v, want 2/2/2", per)
+	}
+	golden := map[string]string{"cluster-0": "certhub-1", "cluster-1": "certhub-0", "cluster-2": "certhub-2",
+		"cluster-3": "certhub-1", "cluster-4": "certhub-0", "cluster-5": "certhub-2"}
+	for k, v := range golden {
+		if got[k] != v {
+			t.Errorf("AssignBounded(%s) = %s, want %s (all: %v)", k, got[k], v, got)
+		}
+	}
+	if len(AssignBounded(units(clusterNames(3)), nil, DefaultBalance)) != 0 {
+		t.Error("an assignment without peers")
+	}
+}
+
+// Balance (P5's goal: max/min ≤ 1.10 at 3 replicas) and movement (≤ 30 %
+// on 3→4) of per-cluster fences, over several cluster name sets; buckets
+// balance within 1.10 too. Weights are honoured: a replica of weight 2 gets
+// twice the share. The result does not depend on the order of the input.
+func TestAssignBoundedBalanceAndMovement(t *testing.T) {
+	p3 := peers("certhub-0", "certhub-1", "certhub-2")
+	p4 := peers("certhub-0", "certhub-1", "certhub-2", "certhub-3")
+	for _, n := range []int{150, 1000} {
+		for seed := range 10 {
+			var keys []string
+			for i := range n {
+				keys = append(keys, fmt.Sprintf("s%d-cluster-%d", seed, i))
+			}
+			us := units(keys)
+			a3, a4 := AssignBounded(us, p3, DefaultBalance), AssignBounded(us, p4, DefaultBalance)
+			per := countBounded(a3, us, p3)
+			if r := float64(slices.Max(per)) / float64(slices.Min(per)); r > 1.10 {
+				t.Errorf("%d clusters, seed %d: split %v, max/min %.3f > 1.10", n, seed, per, r)
+			}
+			moved := 0
+			for _, k := range keys {
+				if a3[k] != a4[k] {
+					moved++
+				}
+			}
+			if share := float64(moved) / float64(n); share > 0.30 {
+				t.Errorf("%d clusters, seed %d: 3→4 moved %.1f%% > 30%%", n, seed, 100*share)
+			}
+			// Buckets: units weighted by their clusters.
+			load := map[string]int{}
+			for _, k := range keys {
+				load[FenceKey(k, 32)]++
+			}
+			var bs []Unit
+			for k, l := range load {
+				bs = append(bs, Unit{Key: k, Load: l})
+			}
+			if per := countBounded(AssignBounded(bs, p3, DefaultBalance), bs, p3); float64(slices.Max(per))/float64(slices.Min(per)) > 1.10 {
+				t.Errorf("%d clusters in 32 buckets, seed %d: split %v", n, seed, per)
+			}
+			shuffled := slices.Clone(us)
+			rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			if got := AssignBounded(shuffled, []Peer{p3[2], p3[0], p3[1]}, DefaultBalance); !maps.Equal(got, a3) {
+				t.Errorf("%d clusters, seed %d: the assignment depends on the input order", n, seed)
+			}
+		}
+	}
+	weighted := []Peer{{ID: "big", Weight: 2}, {ID: "a", Weight: 1}, {ID: "b", Weight: 1}}
+	per := countBounded(AssignBounded(units(clusterNames(400)), weighted, DefaultBalance), units(clusterNames(400)), weighted)
+	if per[0] < 196 || per[0] > 204 {
+		t.Errorf("weight 2 of 4 got %d of 400 clusters (split %v), want ~200", per[0], per)
+	}
 }

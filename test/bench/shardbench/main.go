@@ -46,16 +46,25 @@ type mode struct {
 	Name        string   `json:"name"`
 	Args        []string `json:"args"`
 	FencePrefix string   `json:"fencePrefix"`
-	Failover    bool     `json:"-"` // measure kills (per-cluster fences only)
+	Failover    bool     `json:"-"`    // measure kills (per-cluster fences only)
+	Warm        bool     `json:"warm"` // --standby=<clusters>: every replica keeps warm all it would take over
 }
 
 // Result is one mode's numbers.
 type Result struct {
-	Mode           string             `json:"mode"`
-	Clusters       int                `json:"clusters"`
-	Split          []int              `json:"split"`
-	SplitRatio     float64            `json:"splitMaxOverMin"`
-	KillSeconds    []float64          `json:"sigkillFailoverSeconds,omitempty"`
+	Mode        string    `json:"mode"`
+	Clusters    int       `json:"clusters"`
+	Split       []int     `json:"split"`
+	SplitRatio  float64   `json:"splitMaxOverMin"`
+	KillSeconds []float64 `json:"sigkillFailoverSeconds,omitempty"`
+	// KillEngagedSeconds runs from the SIGKILL until every cluster is
+	// engaged again (connected and fenced) by a live replica, from the
+	// replicas' certhub_shard_owned_clusters.
+	KillEngagedSeconds []float64 `json:"sigkillEngagedSeconds,omitempty"`
+	// Connected is the sum of the replicas' certhub_engaged_clusters at
+	// steady state; Watches the downstream API servers' open watches.
+	Connected      float64            `json:"connectedClusters"`
+	Watches        float64            `json:"downstreamWatches"`
 	TermSeconds    []float64          `json:"sigtermHandoffSeconds,omitempty"`
 	LeaseReqPerSec float64            `json:"hubLeaseRequestsPerSecond"`
 	TotalReqPerSec float64            `json:"hubRequestsPerSecond"`
@@ -96,6 +105,7 @@ func run(clusters, servers, kills int, window time.Duration, out, only string) e
 	modes := []mode{
 		{Name: "upstream coordinator/sharded", Args: []string{"--coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
 		{Name: "certhub shard", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
+		{Name: "certhub shard, warm standbys", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
 		{Name: "certhub shard, 32 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-"},
 	}
 	var results []Result
@@ -137,10 +147,18 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		return res, err
 	}
 	procs := map[string]*fleet.Replica{}
+	args := slices.Clone(m.Args)
+	if m.Warm {
+		args = append(args, "--standby="+strconv.Itoa(clusters))
+	}
 	start := func(id string) (*fleet.Replica, error) {
+		metrics, err := fleet.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
 		p, err := benchutil.StartReplica(bin, dir, id, append([]string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
 			"--cluster-secret-namespace", bed.ArgoNamespace(),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, m.Args...)...)
+			"--metrics-bind-address", metrics, "--health-probe-bind-address", "0"}, args...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +227,23 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	own := owners(m, h, clusters)
 	res.Split = split(own, ids)
 	res.SplitRatio = ratio(res.Split)
-	benchutil.Logf("[%s] split %v (max/min %.2f); measuring hub requests for %s", m.Name, res.Split, res.SplitRatio, window)
+	certhub := strings.HasPrefix(m.Name, "certhub")
+	if certhub {
+		// Connections settle after the fences (a cold cluster connects after its fence is taken).
+		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			return engagedEverywhere(ctx, procs) >= clusters, nil
+		}); err != nil {
+			return res, fmt.Errorf("clusters never all engaged")
+		}
+	}
+	res.Connected = sumMetric(ctx, procs, "certhub_engaged_clusters")
+	for _, cp := range bed.Downstreams {
+		if sm, err := fleet.APIServerMetrics(ctx, cp.Config); err == nil {
+			res.Watches += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
+		}
+	}
+	benchutil.Logf("[%s] split %v (max/min %.2f); %v cluster connections in all, %v downstream watches; measuring hub requests for %s",
+		m.Name, res.Split, res.SplitRatio, res.Connected, res.Watches, window)
 
 	before, err := benchutil.Requests(ctx, bed.Hub.Config)
 	if err != nil {
@@ -273,6 +307,15 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		}
 		t0 := time.Now()
 		stop(procs[victim], sig)
+		engaged := make(chan float64, 1)
+		if certhub && sig == syscall.SIGKILL {
+			go func() {
+				_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+					return engagedEverywhere(ctx, procs) >= clusters, nil
+				})
+				engaged <- time.Since(t0).Seconds()
+			}()
+		}
 		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 			h, err := holders()
 			if err != nil {
@@ -293,6 +336,11 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		benchutil.Logf("[%s] %s of %s (%d fences): taken over after %.1fs", m.Name, sig, victim, len(fences), took)
 		if sig == syscall.SIGKILL {
 			res.KillSeconds = append(res.KillSeconds, took)
+			if certhub {
+				e := <-engaged
+				res.KillEngagedSeconds = append(res.KillEngagedSeconds, e)
+				benchutil.Logf("[%s] SIGKILL of %s: every cluster engaged again after %.1fs", m.Name, victim, e)
+			}
 		} else {
 			res.TermSeconds = append(res.TermSeconds, took)
 		}
@@ -320,6 +368,23 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		}
 	}
 	return res, nil
+}
+
+// sumMetric adds up metric over the replicas' /metrics (unreachable ones count 0).
+func sumMetric(ctx context.Context, procs map[string]*fleet.Replica, metric string) float64 {
+	total := 0.0
+	for _, p := range procs {
+		if m, err := p.Metrics(ctx); err == nil {
+			total += m.Sum(metric, nil)
+		}
+	}
+	return total
+}
+
+// engagedEverywhere is how many clusters the running replicas have engaged
+// (fence held and connected) in all.
+func engagedEverywhere(ctx context.Context, procs map[string]*fleet.Replica) int {
+	return int(sumMetric(ctx, procs, "certhub_shard_owned_clusters"))
 }
 
 // fenceHolders maps each fence Lease (name without prefix) to its holder ("" if released).
@@ -408,16 +473,19 @@ func ratio(split []int) float64 {
 func printTable(rs []Result) {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COORDINATOR\tSPLIT (3 replicas)\tMAX/MIN\tMOVED 3→4\tMOVED 4→3\tSIGKILL FAILOVER median [all]\tSIGTERM HANDOFF median [all]\tHUB LEASE REQ/S\tHUB REQ/S")
+	fmt.Fprintln(tw, "COORDINATOR\tSPLIT (3 replicas)\tMAX/MIN\tMOVED 3→4\tMOVED 4→3\tSIGKILL FAILOVER median [all]\tENGAGED AFTER SIGKILL median [all]\tSIGTERM HANDOFF median [all]\tCONNECTIONS\tDOWNSTREAM WATCHES\tHUB LEASE REQ/S\tHUB REQ/S")
 	for _, r := range rs {
-		kill, term := "-", "-"
+		kill, engaged, term := "-", "-", "-"
 		if len(r.KillSeconds) > 0 {
 			kill = fmt.Sprintf("%.1fs %v", benchutil.Median(r.KillSeconds), round(r.KillSeconds))
+		}
+		if len(r.KillEngagedSeconds) > 0 {
+			engaged = fmt.Sprintf("%.1fs %v", benchutil.Median(r.KillEngagedSeconds), round(r.KillEngagedSeconds))
 		}
 		if len(r.TermSeconds) > 0 {
 			term = fmt.Sprintf("%.1fs %v", benchutil.Median(r.TermSeconds), round(r.TermSeconds))
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%.0f%%\t%.0f%%\t%s\t%s\t%.1f\t%.1f\n", r.Mode, r.Split, r.SplitRatio, 100*r.MovedJoin, 100*r.MovedLeave, kill, term, r.LeaseReqPerSec, r.TotalReqPerSec)
+		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%.0f%%\t%.0f%%\t%s\t%s\t%s\t%.0f\t%.0f\t%.1f\t%.1f\n", r.Mode, r.Split, r.SplitRatio, 100*r.MovedJoin, 100*r.MovedLeave, kill, engaged, term, r.Connected, r.Watches, r.LeaseReqPerSec, r.TotalReqPerSec)
 	}
 	_ = tw.Flush()
 	fmt.Println()

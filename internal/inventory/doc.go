@@ -18,6 +18,12 @@
 //     Event on the Secret and a log line carrying `cluster`, and the next valid
 //     version heals it.
 //   - Deleting a Secret never deletes anything downstream.
+//   - With a Gate (internal/shard's Coordinator), every valid registration
+//     is registered with it, but only the clusters it wants are connected,
+//     cached and watched; when its answer changes the Secret is reconciled
+//     again, and a cluster no longer wanted is disconnected (cache and
+//     connections closed). An unreachable wanted cluster keeps its
+//     registration and is retried with back-off (MaxReconnectDelay).
 //   - A registration with `namespaces` is watched (and so written) only in
 //     those namespaces; the cluster options the caller passes (certsync's
 //     label-selected Secret cache) apply to every cluster.

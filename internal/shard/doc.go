@@ -2,17 +2,21 @@
 // with no leader: every replica is active, and each cluster has exactly one
 // writing replica at a time.
 //
-// It is a multicluster-runtime Coordinator (mcmanager.WithCoordinator). The
-// provider hands every cluster to every replica; the Coordinator engages the
-// controllers only for the clusters this replica owns.
+// It is a multicluster-runtime Coordinator (mcmanager.WithCoordinator) and
+// decides what each replica connects to as well as what it writes: the
+// provider registers every valid registration with it (Register), and
+// connects only the clusters it wants (Wanted, OnWantedChanged) — those it
+// is assigned, plus Options.Standby warm ones. The Coordinator engages the
+// controllers only for the connected clusters whose fence it holds.
 //
 //	peer Leases (certhub-peer-<id>) ──informer──▶ live peers, judged by local time
 //	                                                   │
-//	cluster ─▶ fence key (cluster, or bucket-N) ─▶ Assign(key, peers)  (weighted HRW)
+//	registered clusters ─▶ fence keys (cluster, or bucket-N, with its cluster count)
+//	                  ─▶ AssignBounded(keys, peers)  (weighted HRW, bounded loads)
 //	                                                   │ == self?
 //	fence Lease (certhub-shard-<key>) ◀── acquire / renew / release
-//	                                                   │ held
-//	                                       Engage(child ctx) ─▶ certsync writes
+//	   │ assigned, or standby                          │ held + connected
+//	provider connects (cache, watches)     Engage(child ctx) ─▶ certsync writes
 //
 // Contract:
 //   - Membership: each replica keeps a peer Lease, renewed every
@@ -37,6 +41,16 @@
 //     replica cancels the engagement, then clears the fence's holder; on
 //     shutdown it also deletes its peer Lease, so peers take over without
 //     waiting for expiry. After a crash, takeover waits for LeaseDuration.
+//   - Assignment: rendezvous hashing with bounded loads over the registered
+//     clusters (connected or not, so an unreachable cluster has an owner
+//     that keeps retrying it). Replicas agree while they see the same
+//     registrations and peers; while they briefly disagree, the fences keep
+//     one writer per cluster.
+//   - Connections: Wanted is true for the clusters this replica is assigned
+//     (holding or acquiring the fence) and for its standbys: the Standby
+//     clusters, highest score first, that the assignment without their
+//     owner would give to it. A replica that cannot renew its own peer Lease
+//     keeps its connections as they are.
 //   - All API calls happen on the decision loop goroutine (engagements start
 //     on their own goroutines); the mutex is never held across an API call.
 //

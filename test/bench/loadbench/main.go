@@ -15,6 +15,11 @@
 //   - P6 memory: the RSS of one replica process serving 1, 10, 50 and 100
 //     clusters (namespace-scoped registrations sharing two API servers), 10
 //     Certificates each, all issued and idle; MiB per cluster is the slope.
+//   - P6' sharded memory: -sharded-clusters namespace-scoped registrations
+//     (10 Certificates each) over 4 API servers, served by 3 replica
+//     processes: each replica's RSS, the clusters it is connected to, and
+//     the downstream API servers' open watches in all (less the benchmark's
+//     own) — each replica should hold about a third.
 //
 // Results are also written as JSON. `make bench` runs it.
 package main
@@ -74,6 +79,23 @@ type Rotation struct {
 	P50, P90, Max float64
 }
 
+// ShardedMemory is P6'.
+type ShardedMemory struct {
+	Clusters int `json:"clusters"`
+	Certs    int `json:"certificates"`
+	Replicas int `json:"replicas"`
+	// RSSMiB and Connected are per replica: the median of 5 VmRSS readings
+	// and certhub_engaged_clusters; Standby is --standby.
+	RSSMiB    []float64 `json:"rssMiB"`
+	Connected []float64 `json:"connectedClusters"`
+	Standby   int       `json:"standby"`
+	// Watches are the downstream API servers' open watches that the
+	// replicas hold (apiserver_longrunning_requests, less the benchmark's own).
+	Watches float64 `json:"downstreamWatches"`
+	// SetupSeconds: from the replicas' start until every Certificate was Ready.
+	SetupSeconds float64 `json:"readySeconds"`
+}
+
 // Memory is one row of P6.
 type Memory struct {
 	Clusters int     `json:"clusters"`
@@ -86,7 +108,9 @@ func main() {
 	clusters := flag.Int("clusters", 10, "P2: downstream clusters (one API server each)")
 	steps := flag.String("memory-steps", "1,10,50,100", "P6: cluster counts (comma-separated; empty skips P6)")
 	perCluster := flag.Int("memory-certs", 10, "P6: Certificates per cluster")
-	only := flag.String("only", "", "run only P2 (with P9) or P6")
+	only := flag.String("only", "", "run only P2 (with P9), P6 or P6s (P6', sharded)")
+	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
+	standby := flag.Int("sharded-standby", 0, "P6': --standby of each replica")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
 	flag.Parse()
@@ -145,6 +169,18 @@ func main() {
 			}
 			fmt.Fprintf(tw, "%d clusters\t%d\t%.1f MiB\t%s\n", r.Clusters, r.Certs, r.RSSMiB, per)
 		}
+		_ = tw.Flush()
+	}
+	if (*only == "" || *only == "P6s") && *sharded > 0 {
+		m, err := memorySharded(bin, dir, *sharded, *perCluster, *standby)
+		if err != nil {
+			fail(fmt.Errorf("P6': %w", err))
+		}
+		res["shardedMemory"] = m
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nP6' MEMORY (3 replicas, idle)\tCERTIFICATES\t--standby\tRSS PER REPLICA\tCONNECTED PER REPLICA\tMiB PER CLUSTER PER REPLICA (RSS / clusters)\tDOWNSTREAM WATCHES\tREADY AFTER")
+		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%v MiB\t%v\t%.2f (max)\t%.0f (%.2f per cluster)\t%.0fs\n", m.Clusters, m.Certs, m.Standby, m.RSSMiB, m.Connected,
+			slices.Max(m.RSSMiB)/float64(m.Clusters), m.Watches, m.Watches/float64(m.Clusters), m.SetupSeconds)
 		_ = tw.Flush()
 	}
 	path, err := benchutil.WriteJSON("load", *out, res)
@@ -535,4 +571,124 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 		ci.Spec.CA.SecretName = next
 		delete(ci.Annotations, rotation.NextCAAnnotation)
 	})
+}
+
+// memorySharded is P6': clusters namespace-scoped registrations over 4 API
+// servers, perCluster Certificates each, served by 3 replica processes.
+func memorySharded(bin, dir string, clusters, perCluster, standby int) (ShardedMemory, error) {
+	m := ShardedMemory{Clusters: clusters, Certs: clusters * perCluster, Replicas: 3, Standby: standby}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const servers = 4
+	bed, args, err := startBed(ctx, "P6'", dir, servers)
+	if err != nil {
+		return m, err
+	}
+	defer func() { _ = bed.Stop() }()
+	watchers := make([]*benchutil.ReadyWatcher, servers)
+	for i, cp := range bed.Downstreams {
+		if watchers[i], err = benchutil.WatchReady(ctx, cp.Config, ""); err != nil {
+			return m, err
+		}
+	}
+	ready := func() int {
+		n := 0
+		for _, w := range watchers {
+			n += w.Ready()
+		}
+		return n
+	}
+	benchutil.Logf("P6': registering %d namespace-scoped clusters with %d Certificates each", clusters, perCluster)
+	var wg sync.WaitGroup
+	errs := make(chan error, servers)
+	for s := range servers {
+		wg.Go(func() {
+			cp := bed.Downstreams[s]
+			for i := s; i < clusters; i += servers {
+				name := fmt.Sprintf("m%04d", i)
+				if _, err := bed.RegisterNamespaced(ctx, cp, name, name); err != nil {
+					errs <- err
+					return
+				}
+				for j := range perCluster {
+					if err := cp.Client.Create(ctx, cert(name, fmt.Sprintf("c%02d", j), cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return m, err
+	}
+	watches := func() (float64, error) {
+		total := 0.0
+		for _, cp := range bed.Downstreams {
+			sm, err := fleet.APIServerMetrics(ctx, cp.Config)
+			if err != nil {
+				return 0, err
+			}
+			total += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
+		}
+		return total, nil
+	}
+	base, err := watches()
+	if err != nil {
+		return m, err
+	}
+	var procs []*fleet.Replica
+	defer func() {
+		for _, p := range procs {
+			benchutil.Stop(p, syscall.SIGTERM)
+		}
+	}()
+	t0 := time.Now()
+	for i := range m.Replicas {
+		addr, err := fleet.FreeAddr()
+		if err != nil {
+			return m, err
+		}
+		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--standby", fmt.Sprint(standby))
+		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), a...)
+		if err != nil {
+			return m, err
+		}
+		procs = append(procs, p)
+	}
+	benchutil.Logf("P6': 3 replicas started; waiting for %d Certificates", m.Certs)
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Minute, true, func(context.Context) (bool, error) {
+		return ready() >= m.Certs, nil
+	}); err != nil {
+		return m, fmt.Errorf("only %d of %d Certificates Ready", ready(), m.Certs)
+	}
+	m.SetupSeconds = time.Since(t0).Seconds()
+	benchutil.Logf("P6': all Ready after %.0fs; idling", m.SetupSeconds)
+	time.Sleep(15 * time.Second)
+	for _, p := range procs {
+		var rss []float64
+		for range 5 {
+			b, err := p.RSS()
+			if err != nil {
+				return m, err
+			}
+			rss = append(rss, float64(b)/(1<<20))
+			time.Sleep(time.Second)
+		}
+		m.RSSMiB = append(m.RSSMiB, float64(int(benchutil.Median(rss)*10+0.5))/10)
+		sm, err := p.Metrics(ctx)
+		if err != nil {
+			return m, err
+		}
+		m.Connected = append(m.Connected, sm.Sum("certhub_engaged_clusters", nil))
+	}
+	after, err := watches()
+	if err != nil {
+		return m, err
+	}
+	m.Watches = after - base
+	benchutil.Logf("P6': RSS %v MiB, connected %v, %v downstream watches", m.RSSMiB, m.Connected, m.Watches)
+	return m, nil
 }

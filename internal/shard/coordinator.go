@@ -426,19 +426,32 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.mu.Unlock()
 
 	pl := c.planFor(peers, keys, names, known)
+	// Each fence is written by one goroutine at a time, at most
+	// fenceWriters at once: at 1,000 fences a serial loop spends seconds on
+	// round trips, and a burst of renewals would outlast RenewDeadline.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, fenceWriters)
+	run := func(op func()) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			op()
+		})
+	}
 	for _, f := range work {
 		want := keys[f.key] > 0 && pl.assign[f.key] == c.opts.Identity
 		switch {
 		case want && !c.isHeld(f):
-			c.acquire(ctx, f)
+			run(func() { c.acquire(ctx, f) })
 		case want:
-			if c.opts.clock.Since(f.lastRenew) >= c.opts.RenewInterval {
-				c.renew(ctx, f)
+			if c.opts.clock.Since(c.lastRenew(f)) >= c.opts.RenewInterval {
+				run(func() { c.renew(ctx, f) })
 			}
 		case c.isHeld(f):
-			c.release(ctx, f, "not assigned to this replica")
+			run(func() { c.release(ctx, f, "not assigned to this replica") })
 		}
 	}
+	wg.Wait()
 	c.syncEngagements()
 	if selfAlive {
 		// A replica that cannot renew its own peer Lease keeps its
@@ -561,6 +574,15 @@ func (c *Coordinator) membership(now time.Time, selfAlive bool) []Peer {
 		}
 	}
 	return peers
+}
+
+// fenceWriters bounds the fence Lease writes of one step in flight at once.
+const fenceWriters = 16
+
+func (c *Coordinator) lastRenew(f *fenceState) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f.lastRenew
 }
 
 func (c *Coordinator) isHeld(f *fenceState) bool {

@@ -51,8 +51,10 @@
 //     clusters, highest score first, that the assignment without their
 //     owner would give to it. A replica that cannot renew its own peer Lease
 //     keeps its connections as they are.
-//   - All API calls happen on the decision loop goroutine (engagements start
-//     on their own goroutines); the mutex is never held across an API call.
+//   - All API calls happen in the decision loop's steps — a step's fence
+//     writes run at most 16 at once, one per fence, and the step waits for
+//     them (engagements start on their own goroutines); the mutex is never
+//     held across an API call.
 //
 // Reads come from one label-selected informer on the hub's Leases; a renewal
 // is one Update (no Get), half of upstream's coordinator's Get + Update.

@@ -107,7 +107,7 @@ bench: envtest ## Benchmarks P1-P8 of docs/benchmarks.md: tables on stdout + tes
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench $(BENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 $(BENCH_FLAGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -only certhub -clusters 1000 -kills 2 -window 60s
 
 .PHONY: fuzz

@@ -106,7 +106,8 @@ func run(clusters, servers, kills int, window time.Duration, out, only string) e
 		{Name: "upstream coordinator/sharded", Args: []string{"--coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
 		{Name: "certhub shard", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
 		{Name: "certhub shard, warm standbys", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
-		{Name: "certhub shard, 32 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-"},
+		{Name: "certhub shard, 32 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true},
+		{Name: "certhub shard, 32 buckets, warm standbys", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true, Warm: true},
 	}
 	var results []Result
 	for _, m := range modes {

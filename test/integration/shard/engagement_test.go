@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,9 +158,29 @@ func TestConnectionsFollowOwnership(t *testing.T) {
 	waitConverged(t, running)
 	waitConnections(t, running, 0)
 
-	// 3 → 4 → 3.
-	maps.Copy(running, startReplicas(t, cfg, victim.ID))
-	maps.Copy(running, startReplicas(t, cfg, "conn-3"))
+	// 3 → 4 → 3, every cluster owned throughout: a handoff leaves a
+	// cluster unowned only between the release and the next owner's claim.
+	var mu sync.Mutex
+	live := map[string]bool{}
+	for id := range running {
+		live[id] = true
+	}
+	liveSet := func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(live)
+	}
+	sampler := fleet.SampleOwnership(bed.Hub.Client, bed.HubNamespace(), liveSet)
+	for _, id := range []string{victim.ID, "conn-3"} {
+		r := cfg.Start(t, id)
+		mu.Lock()
+		live[id] = true
+		mu.Unlock()
+		if err := r.WaitReady(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		running[id] = r
+	}
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		return len(clustersHeldBy(t, "conn-3")) > 0 && len(clustersHeldBy(t, victim.ID)) > 0, nil
 	})
@@ -171,10 +192,26 @@ func TestConnectionsFollowOwnership(t *testing.T) {
 	if err := running["conn-3"].Stop(syscall.SIGTERM); err != nil {
 		t.Errorf("conn-3: %v", err)
 	}
+	mu.Lock()
+	delete(live, "conn-3") // exited: it holds nothing any more
+	mu.Unlock()
 	delete(running, "conn-3")
 	waitConverged(t, running)
 	c = waitConnections(t, running, 0)
 	t.Logf("back to 3 replicas: owners %v", c.owner)
+	samples := sampler.Finish()
+	var names []string
+	for _, cp := range bed.Downstreams {
+		names = append(names, cp.Name)
+	}
+	longest := time.Duration(0)
+	for _, g := range fleet.Gaps(samples, names) {
+		longest = max(longest, g.Length())
+		if g.Length() > 2*time.Second {
+			t.Errorf("%s unowned for %s while scaling (%s → %s)", g.Key, g.Length(), g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"))
+		}
+	}
+	t.Logf("scaling 3→4→3: %d ownership samples, longest unowned stretch %s", len(samples), longest)
 	probe(t, bed.Downstreams, "after-scale")
 }
 

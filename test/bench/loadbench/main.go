@@ -478,17 +478,11 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 		// Idle: every Certificate issued. Let the Go runtime settle, then take
 		// the median of 5 readings a second apart.
 		time.Sleep(15 * time.Second)
-		var rss []float64
-		for range 5 {
-			b, err := p.RSS()
-			if err != nil {
-				benchutil.Stop(p, syscall.SIGTERM)
-				return nil, err
-			}
-			rss = append(rss, float64(b)/(1<<20))
-			time.Sleep(time.Second)
-		}
+		rss, err := rssReadings(p)
 		benchutil.Stop(p, syscall.SIGTERM)
+		if err != nil {
+			return nil, err
+		}
 		row := Memory{Clusters: n, Certs: want, RSSMiB: benchutil.Median(rss)}
 		benchutil.Logf("P6: %d clusters, %d Certificates: RSS %.1f MiB (readings %v)", n, want, row.RSSMiB, rss)
 		rows = append(rows, row)
@@ -668,14 +662,9 @@ func memorySharded(bin, dir string, clusters, perCluster, standby int) (ShardedM
 	benchutil.Logf("P6': all Ready after %.0fs; idling", m.SetupSeconds)
 	time.Sleep(15 * time.Second)
 	for _, p := range procs {
-		var rss []float64
-		for range 5 {
-			b, err := p.RSS()
-			if err != nil {
-				return m, err
-			}
-			rss = append(rss, float64(b)/(1<<20))
-			time.Sleep(time.Second)
+		rss, err := rssReadings(p)
+		if err != nil {
+			return m, err
 		}
 		m.RSSMiB = append(m.RSSMiB, float64(int(benchutil.Median(rss)*10+0.5))/10)
 		sm, err := p.Metrics(ctx)
@@ -691,4 +680,18 @@ func memorySharded(bin, dir string, clusters, perCluster, standby int) (ShardedM
 	m.Watches = after - base
 	benchutil.Logf("P6': RSS %v MiB, connected %v, %v downstream watches", m.RSSMiB, m.Connected, m.Watches)
 	return m, nil
+}
+
+// rssReadings takes 5 VmRSS readings of p a second apart, in MiB.
+func rssReadings(p *fleet.Replica) ([]float64, error) {
+	var rss []float64
+	for range 5 {
+		b, err := p.RSS()
+		if err != nil {
+			return nil, err
+		}
+		rss = append(rss, float64(b)/(1<<20))
+		time.Sleep(time.Second)
+	}
+	return rss, nil
 }

@@ -4,26 +4,24 @@
 package benchutil
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 // Logf prints a progress line with the time to stderr (tables go to stdout).
@@ -164,31 +162,16 @@ func (r Request) Write() bool {
 
 // Requests scrapes the API server's apiserver_request_total counters.
 func Requests(ctx context.Context, cfg *rest.Config) (map[Request]float64, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	m, err := fleet.APIServerMetrics(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("failed to scrape %s/metrics: %w", cfg.Host, err)
-	}
 	out := map[Request]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			continue
-		}
-		l := line[:sp]
-		out[Request{Verb: label(l, "verb"), Resource: label(l, "resource"), Subresource: label(l, "subresource"), Code: label(l, "code")}] += v
+	for _, x := range m["apiserver_request_total"] {
+		l := x.Labels
+		out[Request{Verb: l["verb"], Resource: l["resource"], Subresource: l["subresource"], Code: l["code"]}] += x.Value
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // Delta is after - before per series, dropping zeros.
@@ -231,11 +214,3 @@ func WritesPerCert(d map[Request]float64, n int) (float64, map[string]float64) {
 	return total / float64(n), by
 }
 
-func label(s, name string) string {
-	i := strings.Index(s, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	s = s[i+len(name)+2:]
-	return s[:strings.IndexByte(s, '"')]
-}

@@ -582,9 +582,9 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		cut := &engaged{cl: e.cl, cancel: e.cancel}
 		e.cl, e.cancel = nil, nil
 		p.mu.Unlock()
+		p.metrics.reachable.DeleteLabelValues(string(name)) // the owner reports it
 		if taken {
 			p.disconnect(cut)
-			p.metrics.reachable.DeleteLabelValues(string(name))
 			p.log.Info("cluster disconnected: another replica owns it", "cluster", name)
 		}
 		return false, nil

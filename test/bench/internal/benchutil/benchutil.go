@@ -213,4 +213,3 @@ func WritesPerCert(d map[Request]float64, n int) (float64, map[string]float64) {
 	}
 	return total / float64(n), by
 }
-

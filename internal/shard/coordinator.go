@@ -673,14 +673,30 @@ func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now t
 	return l
 }
 
+// renew renews a held fence. Past RenewDeadline since the last renewal the
+// fence is lost even when the renewal itself succeeds: Owns turned false at
+// the deadline, so writes were refused and reconciles skipped meanwhile.
+// Losing ends the engagement; the next step claims the fence again (a new
+// transition) and engages anew, and the controllers see every object again
+// — nothing skipped stays skipped (found at 1,000 clusters, when a busy hub
+// answered renewals late).
 func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 	now := c.opts.clock.Now()
+	prev := c.lastRenew(f)
+	if now.Sub(prev) >= c.opts.RenewDeadline {
+		c.lose(f, "renew deadline passed before the renewal was sent")
+		return
+	}
 	l := f.lease.DeepCopy()
 	mt := metav1.NewMicroTime(now)
 	l.Spec.RenewTime = &mt
 	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err == nil {
 		c.obs.record(got, now)
+		if c.opts.clock.Since(prev) >= c.opts.RenewDeadline {
+			c.lose(f, "renewed only after the renew deadline")
+			return
+		}
 		c.setHeld(f, true, got, now)
 		return
 	}
@@ -689,7 +705,7 @@ func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 		c.lose(f, fmt.Sprintf("taken by %q", obs.holder()))
 		return
 	}
-	if c.opts.clock.Since(f.lastRenew) >= c.opts.RenewDeadline {
+	if c.opts.clock.Since(prev) >= c.opts.RenewDeadline {
 		c.lose(f, "renew deadline passed: "+err.Error())
 		return
 	}

@@ -117,3 +117,41 @@ func TestStandbyAreTheClustersItWouldTakeOver(t *testing.T) {
 		}
 	}
 }
+
+// A renewal answered only after the renew deadline loses the fence all the
+// same: Owns was false from the deadline on (writes refused, reconciles
+// skipped), so the engagement ends, and the next step claims the fence again
+// under a new transition and engages anew — the controllers see every
+// object again.
+func TestLateRenewalRestartsTheEngagement(t *testing.T) {
+	h := newHarness(t, "r0", nil)
+	h.addCluster("east")
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	first := h.rec.engaged["east"]
+	h.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		h.clk.Step(h.c.opts.RenewDeadline) // the hub answers late
+		return false, nil, nil
+	})
+	h.clk.Step(h.c.opts.RenewInterval)
+	h.c.step(h.ctx)
+	if _, ok := h.owns("east"); ok {
+		t.Fatal("still owned after a renewal answered past the deadline")
+	}
+	if first.Err() == nil {
+		t.Error("the engagement of the late renewal was not ended")
+	}
+	h.cs.ReactionChain = h.cs.ReactionChain[1:]
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	stamp, ok := h.owns("east")
+	if !ok || stamp != "r0/1" {
+		t.Errorf("after the late renewal: owns %v with stamp %q, want r0/1 (claimed again)", ok, stamp)
+	}
+	h.rec.mu.Lock()
+	again := h.rec.engaged["east"]
+	h.rec.mu.Unlock()
+	if again == first || again.Err() != nil {
+		t.Error("not engaged anew")
+	}
+}

@@ -82,16 +82,17 @@ func main() {
 	window := flag.Duration("window", 30*time.Second, "steady-state window for the hub request rate")
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/shard-<time>.json)")
 	only := flag.String("only", "", "run only the modes whose names contain this")
+	modes := flag.String("modes", "", "run only these modes (comma-separated, exact names)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 
-	if err := run(*clusters, *servers, *kills, *window, *out, *only); err != nil {
+	if err := run(*clusters, *servers, *kills, *window, *out, *only, *modes); err != nil {
 		fmt.Fprintln(os.Stderr, "shardbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(clusters, servers, kills int, window time.Duration, out, only string) error {
+func run(clusters, servers, kills int, window time.Duration, out, only, exact string) error {
 	dir, err := os.MkdirTemp("", "shardbench-")
 	if err != nil {
 		return err
@@ -112,6 +113,9 @@ func run(clusters, servers, kills int, window time.Duration, out, only string) e
 	var results []Result
 	for _, m := range modes {
 		if only != "" && !strings.Contains(m.Name, only) {
+			continue
+		}
+		if exact != "" && !slices.Contains(strings.Split(exact, ","), m.Name) {
 			continue
 		}
 		r, err := runMode(m, bin, dir, clusters, servers, kills, window)

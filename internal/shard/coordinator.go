@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -98,7 +99,14 @@ func New(opts Options, log logr.Logger) (*Coordinator, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(opts.Config)
+	// Lease writes are never throttled on this side: a replica renews
+	// fences/RenewInterval a second (67/s for 333 fences), and a client-side
+	// limit (the hub client's 50/s) delayed renewals past RenewDeadline and
+	// lost fences by the thousand. fenceWriters bounds what is in flight;
+	// the hub API server's own priority and fairness protects it.
+	cfg := rest.CopyConfig(opts.Config)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create hub clientset: %w", err)
 	}

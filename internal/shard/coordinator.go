@@ -681,31 +681,25 @@ func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now t
 	return l
 }
 
-// renew renews a held fence. Past RenewDeadline since the last renewal the
-// fence is lost even when the renewal itself succeeds: Owns turned false at
-// the deadline, so writes were refused and reconciles skipped meanwhile.
-// Losing ends the engagement; the next step claims the fence again (a new
-// transition) and engages anew, and the controllers see every object again
-// — nothing skipped stays skipped (found at 1,000 clusters, when a busy hub
-// answered renewals late).
+// renew renews a held fence. A renewal that succeeds only after
+// RenewDeadline keeps the fence (nobody could take it before
+// LeaseDuration), but Owns was false from the deadline on, so writes were
+// refused and reconciles skipped meanwhile: the fence's engagements start
+// anew, and the controllers see every object again — nothing skipped stays
+// skipped (found at 1,000 clusters, when a busy hub answered renewals late).
 func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 	now := c.opts.clock.Now()
 	prev := c.lastRenew(f)
-	if now.Sub(prev) >= c.opts.RenewDeadline {
-		c.lose(f, "renew deadline passed before the renewal was sent")
-		return
-	}
 	l := f.lease.DeepCopy()
 	mt := metav1.NewMicroTime(now)
 	l.Spec.RenewTime = &mt
 	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err == nil {
 		c.obs.record(got, now)
-		if c.opts.clock.Since(prev) >= c.opts.RenewDeadline {
-			c.lose(f, "renewed only after the renew deadline")
-			return
-		}
 		c.setHeld(f, true, got, now)
+		if c.opts.clock.Since(prev) >= c.opts.RenewDeadline {
+			c.reengage(f)
+		}
 		return
 	}
 	c.metrics.fenceFailures.WithLabelValues("renew").Inc()
@@ -718,6 +712,25 @@ func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 		return
 	}
 	c.log.Error(err, "failed to renew fence; retrying", "fence", f.name)
+}
+
+// reengage restarts the engagements of f's clusters: syncEngagements engages
+// them again at once (the fence is held), and the controllers' sources
+// replay every cached object.
+func (c *Coordinator) reengage(f *fenceState) {
+	c.mu.Lock()
+	n := 0
+	for name, cs := range c.clusters {
+		if cs.engCancel != nil && FenceKey(string(name), c.opts.Buckets) == f.key {
+			cs.engCancel()
+			cs.engCancel = nil
+			n++
+		}
+	}
+	c.mu.Unlock()
+	c.metrics.fenceFailures.WithLabelValues("late").Inc()
+	c.log.Info("fence renewed after its renew deadline; engaging its clusters anew", "fence", f.name, "clusters", n)
+	c.syncEngagements()
 }
 
 // lose gives up a fence without writing: it is no longer ours to release.

@@ -89,6 +89,7 @@ type ShardedMemory struct {
 	RSSMiB    []float64 `json:"rssMiB"`
 	Connected []float64 `json:"connectedClusters"`
 	Standby   int       `json:"standby"`
+	Buckets   int       `json:"shardBuckets"`
 	// Watches are the downstream API servers' open watches that the
 	// replicas hold (apiserver_longrunning_requests, less the benchmark's own).
 	Watches float64 `json:"downstreamWatches"`
@@ -111,6 +112,7 @@ func main() {
 	only := flag.String("only", "", "run only P2 (with P9), P6 or P6s (P6', sharded)")
 	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
 	standby := flag.Int("sharded-standby", 0, "P6': --standby of each replica")
+	shardBuckets := flag.Int("sharded-buckets", 32, "P6': --shard-buckets of each replica (0: a fence per cluster)")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
 	flag.Parse()
@@ -172,13 +174,13 @@ func main() {
 		_ = tw.Flush()
 	}
 	if (*only == "" || *only == "P6s") && *sharded > 0 {
-		m, err := memorySharded(bin, dir, *sharded, *perCluster, *standby)
+		m, err := memorySharded(bin, dir, *sharded, *perCluster, *standby, *shardBuckets)
 		if err != nil {
 			fail(fmt.Errorf("P6': %w", err))
 		}
 		res["shardedMemory"] = m
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nP6' MEMORY (3 replicas, idle)\tCERTIFICATES\t--standby\tRSS PER REPLICA\tCONNECTED PER REPLICA\tMiB PER CLUSTER PER REPLICA (RSS / clusters)\tDOWNSTREAM WATCHES\tREADY AFTER")
+		fmt.Fprintf(tw, "\nP6' MEMORY (3 replicas, idle, --shard-buckets=%d)\tCERTIFICATES\t--standby\tRSS PER REPLICA\tCONNECTED PER REPLICA\tMiB PER CLUSTER PER REPLICA (RSS / clusters)\tDOWNSTREAM WATCHES\tREADY AFTER\n", m.Buckets)
 		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%v MiB\t%v\t%.2f (max)\t%.0f (%.2f per cluster)\t%.0fs\n", m.Clusters, m.Certs, m.Standby, m.RSSMiB, m.Connected,
 			slices.Max(m.RSSMiB)/float64(m.Clusters), m.Watches, m.Watches/float64(m.Clusters), m.SetupSeconds)
 		_ = tw.Flush()
@@ -569,8 +571,8 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 
 // memorySharded is P6': clusters namespace-scoped registrations over 4 API
 // servers, perCluster Certificates each, served by 3 replica processes.
-func memorySharded(bin, dir string, clusters, perCluster, standby int) (ShardedMemory, error) {
-	m := ShardedMemory{Clusters: clusters, Certs: clusters * perCluster, Replicas: 3, Standby: standby}
+func memorySharded(bin, dir string, clusters, perCluster, standby, buckets int) (ShardedMemory, error) {
+	m := ShardedMemory{Clusters: clusters, Certs: clusters * perCluster, Replicas: 3, Standby: standby, Buckets: buckets}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const servers = 4
@@ -645,7 +647,7 @@ func memorySharded(bin, dir string, clusters, perCluster, standby int) (ShardedM
 		if err != nil {
 			return m, err
 		}
-		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--standby", fmt.Sprint(standby))
+		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--standby", fmt.Sprint(standby), "--shard-buckets", fmt.Sprint(buckets))
 		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), a...)
 		if err != nil {
 			return m, err

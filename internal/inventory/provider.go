@@ -578,13 +578,12 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		return false, nil
 	}
 	if !want {
-		taken := e.cancel != nil
-		cut := &engaged{cl: e.cl, cancel: e.cancel}
+		cancel := e.cancel
 		e.cl, e.cancel = nil, nil
 		p.mu.Unlock()
 		p.metrics.reachable.DeleteLabelValues(string(name)) // the owner reports it
-		if taken {
-			p.disconnect(cut)
+		if cancel != nil {
+			cancel()
 			p.log.Info("cluster disconnected: another replica owns it", "cluster", name)
 		}
 		return false, nil

@@ -411,15 +411,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.metrics.peers.Set(float64(len(peers)))
 
 	c.mu.Lock()
-	names := make([]multicluster.ClusterName, 0, len(c.registered)+len(c.clusters))
-	for name := range c.registered {
-		names = append(names, name)
-	}
-	for name := range c.clusters {
-		if !c.registered[name] {
-			names = append(names, name)
-		}
-	}
+	names := c.knownLocked()
 	keys := map[string]int{} // fence key → clusters it guards
 	for _, name := range names {
 		keys[FenceKey(string(name), c.opts.Buckets)]++
@@ -541,10 +533,8 @@ func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 	standby := 0
 	c.mu.Lock()
 	for _, name := range names {
-		key := FenceKey(string(name), c.opts.Buckets)
-		f := c.fences[key]
 		switch {
-		case pl.assign[key] == c.opts.Identity || (f != nil && f.held):
+		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
 			next[name] = roleOwner
 		case pl.standby[name]:
 			next[name] = roleStandby
@@ -597,6 +587,29 @@ const (
 	// minStepGap is the least time between two steps of the decision loop.
 	minStepGap = 25 * time.Millisecond
 )
+
+// knownLocked lists the clusters this replica knows: the registered ones
+// and those the provider connected (Engage alone also makes a cluster
+// known). c.mu is held.
+func (c *Coordinator) knownLocked() []multicluster.ClusterName {
+	names := make([]multicluster.ClusterName, 0, len(c.registered)+len(c.clusters))
+	for name := range c.registered {
+		names = append(names, name)
+	}
+	for name := range c.clusters {
+		if !c.registered[name] {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// heldLocked reports whether this replica holds the fence of cluster name.
+// c.mu is held.
+func (c *Coordinator) heldLocked(name multicluster.ClusterName) bool {
+	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+	return f != nil && f.held
+}
 
 func (c *Coordinator) lastRenew(f *fenceState) time.Time {
 	c.mu.Lock()
@@ -912,15 +925,10 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 			owned++
 		}
 	}
-	for name := range c.registered {
+	for _, name := range c.knownLocked() {
 		c.reported[name] = true
-	}
-	for name := range c.clusters {
-		c.reported[name] = true
-	}
-	for name := range c.reported {
 		v := 0.0
-		if f := c.fences[FenceKey(string(name), c.opts.Buckets)]; f != nil && f.held {
+		if c.heldLocked(name) {
 			v = 1
 		}
 		c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
@@ -977,23 +985,15 @@ func WriteContext(ctx context.Context, w Writer, cluster multicluster.ClusterNam
 func (c *Coordinator) Share() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	total, held := 0, 0
-	count := func(name multicluster.ClusterName) {
-		total++
-		if f := c.fences[FenceKey(string(name), c.opts.Buckets)]; f != nil && f.held {
+	names := c.knownLocked()
+	if len(names) == 0 {
+		return 0
+	}
+	held := 0
+	for _, name := range names {
+		if c.heldLocked(name) {
 			held++
 		}
 	}
-	for name := range c.registered {
-		count(name)
-	}
-	for name := range c.clusters {
-		if !c.registered[name] {
-			count(name)
-		}
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(held) / float64(total)
+	return float64(held) / float64(len(names))
 }

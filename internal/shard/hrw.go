@@ -45,14 +45,10 @@ func score(key string, p Peer) float64 {
 	_, _ = d.WriteString(p.ID)
 	// 53 high bits → u in (0,1]; never 0, so ln(u) is finite and ≤ 0.
 	u := (float64(d.Sum64()>>11) + 1) / (1 << 53)
-	w := p.Weight
-	if w <= 0 {
-		w = 1
-	}
 	if u == 1 {
 		return math.Inf(1)
 	}
-	return -w / math.Log(u)
+	return -weightOf(p) / math.Log(u)
 }
 
 // DefaultBalance is the ε of AssignBounded that the Coordinator uses: no

@@ -93,7 +93,7 @@ func (c Config) TryStart(t testing.TB, id string) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.probes, r.metrics = probes, metrics
+	r.probes = probes // Launch read the metrics address from the flags
 	t.Cleanup(func() {
 		if r.Running() {
 			_ = r.cmd.Process.Signal(syscall.SIGTERM)

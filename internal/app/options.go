@@ -52,6 +52,11 @@ type Options struct {
 	MetricsAddr string
 	// HealthProbeAddr defaults to DefaultHealthProbeAddr; "0" disables probes.
 	HealthProbeAddr string
+	// DownstreamCompression asks downstream API servers for gzip (inventory.Options.Compression). Defaults to false.
+	DownstreamCompression bool
+	// PprofAddr serves net/http/pprof (controller-runtime's manager); empty
+	// or "0", the default, disables it.
+	PprofAddr string
 	// Identity names this replica in what it writes. Defaults to $POD_NAME, then the hostname.
 	Identity string
 	// IssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
@@ -175,6 +180,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterSelector, "cluster-selector", o.ClusterSelector, "Serve only cluster Secrets whose labels match this selector, e.g. certhub.io/enabled=true (default: all)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
+	fs.BoolVar(&o.DownstreamCompression, "downstream-compression", o.DownstreamCompression, "Ask downstream API servers for gzip-compressed responses (off: each open watch would hold a ~40 KiB gzip reader; turn on for clusters behind thin links)")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "Address of net/http/pprof (/debug/pprof/); empty or 0, the default, disables it")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
 	fs.BoolVar(&o.TrustBundles, "trust-bundles", o.TrustBundles, "Keep the CA ClusterIssuers' CA certificates in a ConfigMap in every downstream namespace --trust-bundle-namespaces selects (trust-manager's target layout)")

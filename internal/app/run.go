@@ -208,6 +208,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		ExecShim:        o.ExecShim,
 		Gate:            gate,
 		Informers:       informers,
+		Compression:     o.DownstreamCompression,
 	})
 	if err != nil {
 		return err
@@ -223,6 +224,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.HealthProbeAddr,
+		PprofBindAddress:       pprofAddr(o.PprofAddr),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:    {Namespaces: secretNamespaces},
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
@@ -306,4 +308,12 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return fmt.Errorf("manager stopped: %w", err)
 	}
 	return nil
+}
+
+// pprofAddr maps the flag's "0" to controller-runtime's "disabled" (empty).
+func pprofAddr(addr string) string {
+	if addr == "0" {
+		return ""
+	}
+	return addr
 }

@@ -87,6 +87,13 @@ type Options struct {
 	// QPS and Burst limit each downstream client. Default to DefaultQPS and DefaultBurst.
 	QPS   float32
 	Burst int
+	// Compression asks downstream API servers for gzip-compressed responses.
+	// Defaults to false: kube-apiserver compresses watch streams, and each
+	// open watch then holds a gzip reader (~40 KiB) for its lifetime, a
+	// tenth of a connected cluster's memory; the hub's watches (Certificates,
+	// Secrets, Ingresses) carry small objects. Turn it on for clusters behind
+	// thin links.
+	Compression bool
 	// Registerer receives the certhub_cluster_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
 	// KubeconfigDir, when set, is the inventory instead of cluster Secrets:
@@ -650,6 +657,7 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
+	cfg.DisableCompression = !p.opts.Compression
 	if p.opts.ExecShim != "" {
 		shimExec(cfg, p.opts.ExecShim, p.opts.RequestTimeout)
 		restrictExec(cfg, []string{p.opts.ExecShim}) // the command was checked above; only the shim runs it
@@ -667,6 +675,7 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	opts := append([]cluster.Option{func(o *cluster.Options) {
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
+		o.MapperProvider = leanMapper
 	}}, p.opts.ClusterOptions...)
 	if len(c.Namespaces) > 0 {
 		// A namespace-scoped registration: watch (and so write) only there, so

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -88,7 +89,13 @@ type ShardedMemory struct {
 	// and certhub_engaged_clusters; Standby is --standby.
 	RSSMiB    []float64 `json:"rssMiB"`
 	Connected []float64 `json:"connectedClusters"`
-	Standby   int       `json:"standby"`
+	// HeapInuseMiB is each replica's go_memstats_heap_inuse_bytes: what of
+	// the RSS is live Go heap (the rest is GC headroom, stacks, runtime).
+	HeapInuseMiB []float64 `json:"heapInuseMiB"`
+	// StackMiB and Goroutines: go_memstats_stack_inuse_bytes, go_goroutines.
+	StackMiB   []float64 `json:"stackInuseMiB"`
+	Goroutines []float64 `json:"goroutines"`
+	Standby      int       `json:"standby"`
 	Buckets   int       `json:"shardBuckets"`
 	// Watches are the downstream API servers' open watches that the
 	// replicas hold (apiserver_longrunning_requests, less the benchmark's own).
@@ -113,6 +120,7 @@ func main() {
 	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
 	standby := flag.Int("sharded-standby", 0, "P6': --standby of each replica")
 	shardBuckets := flag.Int("sharded-buckets", 32, "P6': --shard-buckets of each replica (0: a fence per cluster)")
+	pprofDir := flag.String("pprof-dir", "", "P6': save each replica's heap profile (--pprof-bind-address) here after idling (go tool pprof -sample_index=inuse_space)")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
 	flag.Parse()
@@ -174,7 +182,7 @@ func main() {
 		_ = tw.Flush()
 	}
 	if (*only == "" || *only == "P6s") && *sharded > 0 {
-		m, err := memorySharded(bin, dir, *sharded, *perCluster, *standby, *shardBuckets)
+		m, err := memorySharded(bin, dir, *pprofDir, *sharded, *perCluster, *standby, *shardBuckets)
 		if err != nil {
 			fail(fmt.Errorf("P6': %w", err))
 		}
@@ -571,7 +579,8 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 
 // memorySharded is P6': clusters namespace-scoped registrations over 4 API
 // servers, perCluster Certificates each, served by 3 replica processes.
-func memorySharded(bin, dir string, clusters, perCluster, standby, buckets int) (ShardedMemory, error) {
+// With pprofDir, each replica's heap profile is saved there after idling.
+func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buckets int) (ShardedMemory, error) {
 	m := ShardedMemory{Clusters: clusters, Certs: clusters * perCluster, Replicas: 3, Standby: standby, Buckets: buckets}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -636,6 +645,7 @@ func memorySharded(bin, dir string, clusters, perCluster, standby, buckets int) 
 		return m, err
 	}
 	var procs []*fleet.Replica
+	var pprofAddrs []string
 	defer func() {
 		for _, p := range procs {
 			benchutil.Stop(p, syscall.SIGTERM)
@@ -648,6 +658,14 @@ func memorySharded(bin, dir string, clusters, perCluster, standby, buckets int) 
 			return m, err
 		}
 		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--standby", fmt.Sprint(standby), "--shard-buckets", fmt.Sprint(buckets))
+		if pprofDir != "" {
+			pa, err := fleet.FreeAddr()
+			if err != nil {
+				return m, err
+			}
+			pprofAddrs = append(pprofAddrs, pa)
+			a = append(a, "--pprof-bind-address", pa)
+		}
 		p, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("cert-hub-%d", i), a...)
 		if err != nil {
 			return m, err
@@ -674,13 +692,23 @@ func memorySharded(bin, dir string, clusters, perCluster, standby, buckets int) 
 			return m, err
 		}
 		m.Connected = append(m.Connected, sm.Sum("certhub_engaged_clusters", nil))
+		m.HeapInuseMiB = append(m.HeapInuseMiB, float64(int(sm.Sum("go_memstats_heap_inuse_bytes", nil)/(1<<20)*10+0.5))/10)
+		m.StackMiB = append(m.StackMiB, float64(int(sm.Sum("go_memstats_stack_inuse_bytes", nil)/(1<<20)*10+0.5))/10)
+		m.Goroutines = append(m.Goroutines, sm.Sum("go_goroutines", nil))
+	}
+	for i, pa := range pprofAddrs {
+		path := filepath.Join(pprofDir, fmt.Sprintf("heap-%s.pb.gz", procs[i].ID))
+		if err := benchutil.Download(ctx, "http://"+pa+"/debug/pprof/heap", path); err != nil {
+			return m, err
+		}
+		benchutil.Logf("P6': %s's heap profile: %s", procs[i].ID, path)
 	}
 	after, err := watches()
 	if err != nil {
 		return m, err
 	}
 	m.Watches = after - base
-	benchutil.Logf("P6': RSS %v MiB, connected %v, %v downstream watches", m.RSSMiB, m.Connected, m.Watches)
+	benchutil.Logf("P6': RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), connected %v, %v downstream watches", m.RSSMiB, m.HeapInuseMiB, m.StackMiB, m.Goroutines, m.Connected, m.Watches)
 	return m, nil
 }
 

@@ -95,8 +95,8 @@ type ShardedMemory struct {
 	// StackMiB and Goroutines: go_memstats_stack_inuse_bytes, go_goroutines.
 	StackMiB   []float64 `json:"stackInuseMiB"`
 	Goroutines []float64 `json:"goroutines"`
-	Standby      int       `json:"standby"`
-	Buckets   int       `json:"shardBuckets"`
+	Standby    int       `json:"standby"`
+	Buckets    int       `json:"shardBuckets"`
 	// Watches are the downstream API servers' open watches that the
 	// replicas hold (apiserver_longrunning_requests, less the benchmark's own).
 	Watches float64 `json:"downstreamWatches"`

@@ -26,6 +26,9 @@ export ENVTEST_K8S_VERSION
 # Built binaries are cached outside the clone so every checkout and CI run reuses them.
 ENVTEST_CACHE_DIR ?= $(HOME)/.cache/envtest-assets
 export ENVTEST_CACHE_DIR
+# The ACME test bed (Pebble, BIND), likewise outside the clone.
+ACME_BED_CACHE_DIR ?= $(HOME)/.cache/certhub-acme-bed
+export ACME_BED_CACHE_DIR
 ENVTEST_ASSETS = $$(hack/ensure-envtest-assets.sh)
 # The release version: stamped into the binary (`certhub version`); the
 # kustomize base deploys the image tag of the same value (test/manifests checks).
@@ -50,6 +53,10 @@ build-static: ## Build a static, stripped bin/certhub-static (what the image shi
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl from Go modules into $(ENVTEST_CACHE_DIR) (once; ~10-17 min cold)
 	@hack/ensure-envtest-assets.sh >/dev/null
+
+.PHONY: acme-bed
+acme-bed: ## Build Pebble from the Go module proxy and extract BIND 9 from Debian's packages into $(ACME_BED_CACHE_DIR) (once; ~20 s; nothing left running)
+	@hack/ensure-acme-bed.sh >/dev/null
 
 .PHONY: demo
 demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo CD Secrets, Certificates issued, a table

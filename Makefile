@@ -87,10 +87,10 @@ test-unit: ## Unit tests (no API server); prints unit coverage of shard, certsyn
 # The shard and chaos packages run alone first: they assert failover bounds on
 # replica processes, and other beds starting on the same 2 cores would eat
 # their margin. Chaos runs its short form here (~2.5 min); `make chaos` the long one.
-test-integration: envtest ## Integration tests on real API servers (1 hub + N downstream; shard and chaos: 3 replica processes)
+test-integration: envtest acme-bed ## Integration tests on real API servers (1 hub + N downstream; shard and chaos: 3 replica processes; acme: real Pebble + BIND)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/integration/shard/
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
 
 CHAOS_DURATION ?= 10m
 CHAOS_FLAGS ?= -chaos.certs=1000 -chaos.updates=1000

@@ -701,7 +701,10 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		if err := benchutil.Download(ctx, "http://"+pa+"/debug/pprof/heap", path); err != nil {
 			return m, err
 		}
-		benchutil.Logf("P6': %s's heap profile: %s", procs[i].ID, path)
+		if err := benchutil.Download(ctx, "http://"+pa+"/debug/pprof/goroutine?debug=1", filepath.Join(pprofDir, fmt.Sprintf("goroutines-%s.txt", procs[i].ID))); err != nil {
+			return m, err
+		}
+		benchutil.Logf("P6': %s's heap profile and goroutines: %s", procs[i].ID, path)
 	}
 	after, err := watches()
 	if err != nil {

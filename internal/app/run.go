@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -239,6 +240,9 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	resolver, err := issuance.New(issuance.Options{Client: mgr.GetLocalManager().GetClient(), Namespace: o.Namespace})
 	if err != nil {
 		return err
+	}
+	if err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, UserAgent: "certhub/" + Version}); err != nil {
+		return fmt.Errorf("failed to set up ACME accounts: %w", err)
 	}
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)

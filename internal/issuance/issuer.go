@@ -159,6 +159,8 @@ func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerS
 		return selfSigned{}, nil
 	case spec.CA != nil:
 		return loadCA(ctx, what, secrets, client.ObjectKey{Namespace: secretNS, Name: spec.CA.SecretName})
+	case spec.ACME != nil:
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " is an ACME issuer: certhub registers its account (see its status) but does not order certificates from ACME servers yet"}
 	default:
 		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " has no selfSigned or ca configuration; other issuer types are not supported yet"}
 	}

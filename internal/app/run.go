@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/peers"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,46 +36,9 @@ const (
 	ReasonInvalidConfig     = "InvalidConfig"
 )
 
-// Defaults for Options.
-const (
-	// DefaultRequestTimeout bounds each request to the ACME server.
-	DefaultRequestTimeout = 30 * time.Second
-	// DefaultAccountKeyField is the Secret key of the account key when
-	// privateKeySecretRef.key is empty (cert-manager's).
-	DefaultAccountKeyField = corev1.TLSPrivateKeyKey
-)
-
-// Options configure the account reconciler.
-type Options struct {
-	// Namespace holds the account key and EAB Secrets (the hub namespace). Required.
-	Namespace string
-	// RequestTimeout defaults to DefaultRequestTimeout.
-	RequestTimeout time.Duration
-	// UserAgent is sent to the ACME server. Defaults to "certhub".
-	UserAgent string
-}
-
-// SetupWithManager adds the account reconciler of ACME ClusterIssuers to
-// the hub's manager.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	if opts.Namespace == "" {
-		return errors.New("acme: Namespace is required")
-	}
-	if opts.RequestTimeout == 0 {
-		opts.RequestTimeout = DefaultRequestTimeout
-	}
-	if opts.UserAgent == "" {
-		opts.UserAgent = "certhub"
-	}
-	r := &accounts{cl: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, rec: mgr.GetEventRecorder("certhub-acme")}
-	isACME := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		ci, ok := o.(*cmapi.ClusterIssuer)
-		return ok && ci.Spec.ACME != nil
-	})
-	return builder.ControllerManagedBy(mgr).Named("acme-account").
-		For(&cmapi.ClusterIssuer{}, builder.WithPredicates(isACME, predicate.Or(predicate.GenerationChangedPredicate{}, createOnly{}))).
-		Complete(r)
-}
+// DefaultAccountKeyField is the Secret key of the account key when
+// privateKeySecretRef.key is empty (cert-manager's).
+const DefaultAccountKeyField = corev1.TLSPrivateKeyKey
 
 // createOnly lets creations through (and the initial list), so a replica
 // that starts checks every ACME ClusterIssuer once.
@@ -115,7 +77,7 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		acct.Contact = []string{"mailto:" + spec.Email}
 	}
 	if eab := spec.ExternalAccountBinding; eab != nil {
-		hmac, err := r.secretValue(ctx, eab.Key)
+		hmac, err := secretValue(ctx, r.cl, r.opts.Namespace, eab.Key)
 		if err != nil {
 			return ctrl.Result{}, r.fail(ctx, ci, ReasonInvalidConfig, fmt.Errorf("failed to get External Account Binding key from secret: %w", err))
 		}
@@ -125,7 +87,7 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		acct.ExternalAccountBinding = &acmeapi.ExternalAccountBinding{KID: eab.KeyID, Key: raw}
 	}
-	ac, err := r.client(spec, key)
+	ac, err := newClient(spec, key, r.opts)
 	if err != nil {
 		return ctrl.Result{}, r.fail(ctx, ci, ReasonInvalidConfig, err)
 	}
@@ -216,20 +178,8 @@ func (r *accounts) createKey(ctx context.Context, name, field string) (*corev1.S
 	return sec, nil
 }
 
-func (r *accounts) secretValue(ctx context.Context, sel cmmeta.SecretKeySelector) ([]byte, error) {
-	sec := &corev1.Secret{}
-	if err := r.cl.Get(ctx, types.NamespacedName{Namespace: r.opts.Namespace, Name: sel.Name}, sec); err != nil {
-		return nil, err
-	}
-	v, ok := sec.Data[sel.Key]
-	if !ok {
-		return nil, fmt.Errorf("secret %s/%s has no key %q", r.opts.Namespace, sel.Name, sel.Key)
-	}
-	return v, nil
-}
-
 // client is an ACME client for the issuer's server with the account key.
-func (r *accounts) client(spec *cmacme.ACMEIssuer, key *rsa.PrivateKey) (*acmeapi.Client, error) {
+func newClient(spec *cmacme.ACMEIssuer, key *rsa.PrivateKey, opts Options) (*acmeapi.Client, error) {
 	tc := &tls.Config{InsecureSkipVerify: spec.SkipTLSVerify} //nolint:gosec // the user's explicit spec.acme.skipTLSVerify
 	if len(spec.CABundle) > 0 {
 		pool := x509.NewCertPool()
@@ -238,10 +188,10 @@ func (r *accounts) client(spec *cmacme.ACMEIssuer, key *rsa.PrivateKey) (*acmeap
 		}
 		tc.RootCAs = pool
 	}
-	hc := &http.Client{Timeout: r.opts.RequestTimeout, Transport: &http.Transport{
+	hc := &http.Client{Timeout: opts.RequestTimeout, Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tc, TLSHandshakeTimeout: 10 * time.Second,
 	}}
-	return &acmeapi.Client{Key: key, DirectoryURL: spec.Server, HTTPClient: hc, UserAgent: r.opts.UserAgent}, nil
+	return &acmeapi.Client{Key: key, DirectoryURL: spec.Server, HTTPClient: hc, UserAgent: opts.UserAgent}, nil
 }
 
 // fail records a failed registration on the ClusterIssuer (condition and,

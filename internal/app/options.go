@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
@@ -117,6 +118,18 @@ type Options struct {
 	Coordinator string
 	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
 	Shard ShardOptions
+	// ACME holds the ACME issuers' settings; zero values take internal/acme's defaults.
+	ACME ACMEOptions
+}
+
+// ACMEOptions are the flag-settable parts of acme.Options.
+type ACMEOptions struct {
+	// DNS01Nameservers, DNS01NameserversOnly: cert-manager's
+	// --dns01-recursive-nameservers and --dns01-recursive-nameservers-only.
+	DNS01Nameservers     []string
+	DNS01NameserversOnly bool
+	// DNS01Settle, PropagationTimeout and OrderHold: acme.Options' DNS01Settle, PropagationTimeout and HoldDuration.
+	DNS01Settle, PropagationTimeout, OrderHold time.Duration
 }
 
 // ShardOptions are the flag-settable parts of shard.Options.
@@ -156,6 +169,7 @@ func NewOptions() *Options {
 		LoopWindow:                 certsync.DefaultLoopWindow,
 		DefaultPolicy:              string(policy.Allow),
 		ExecPlugins:                append([]string(nil), inventory.DefaultExecPlugins...),
+		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration},
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -211,6 +225,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowPlainHTTPClusters, "allow-plain-http-clusters", false, "Serve registrations whose server is http:// (their credentials cross the network in clear)")
 	fs.BoolVar(&o.AllowLinkLocalClusters, "allow-link-local-clusters", false, "Connect to link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254), refused by default")
 	fs.StringVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "Issuance policy for Certificates no IssuancePolicy selects: allow or deny (the shipped kustomize base uses deny)")
+	fs.StringSliceVar(&o.ACME.DNS01Nameservers, "dns01-recursive-nameservers", o.ACME.DNS01Nameservers, "ACME DNS-01: nameservers (host:port) asked for zones and, with --dns01-recursive-nameservers-only, for the TXT records' propagation (default: the system's resolvers)")
+	fs.BoolVar(&o.ACME.DNS01NameserversOnly, "dns01-recursive-nameservers-only", o.ACME.DNS01NameserversOnly, "ACME DNS-01: check propagation on --dns01-recursive-nameservers only, not on each zone's authoritative nameservers (port 53)")
+	fs.DurationVar(&o.ACME.DNS01Settle, "dns01-settle-delay", o.ACME.DNS01Settle, "ACME DNS-01: extra wait after the TXT records are served before the CA is asked to validate (0: none; for DNS services whose public answers lag behind their own nameservers)")
+	fs.DurationVar(&o.ACME.PropagationTimeout, "dns01-propagation-timeout", o.ACME.PropagationTimeout, "ACME DNS-01: an order whose TXT records are not served within this fails")
+	fs.DurationVar(&o.ACME.OrderHold, "acme-order-hold", o.ACME.OrderHold, "ACME: how long a replica's claim on an order lasts unrenewed; after a replica's death another resumes its orders this long after their last step")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
 	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")

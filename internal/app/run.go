@@ -55,6 +55,9 @@ func newScheme() (*runtime.Scheme, error) {
 	if err := gwapi.Install(s); err != nil {
 		return nil, err
 	}
+	if err := acme.AddToScheme(s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -237,12 +240,15 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := provider.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up inventory: %w", err)
 	}
-	resolver, err := issuance.New(issuance.Options{Client: mgr.GetLocalManager().GetClient(), Namespace: o.Namespace})
+	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: "certhub/" + Version,
+		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
+		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold})
+	if err != nil {
+		return fmt.Errorf("failed to set up ACME: %w", err)
+	}
+	resolver, err := issuance.New(issuance.Options{Client: mgr.GetLocalManager().GetClient(), Namespace: o.Namespace, ACME: acmeService.Issuer})
 	if err != nil {
 		return err
-	}
-	if err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, UserAgent: "certhub/" + Version}); err != nil {
-		return fmt.Errorf("failed to set up ACME accounts: %w", err)
 	}
 	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
@@ -271,7 +277,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		}
 		issuanceBudget = budget.New(bo)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)

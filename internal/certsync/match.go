@@ -2,8 +2,11 @@ package certsync
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
+	"encoding/hex"
+	"fmt"
 	"slices"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -30,6 +33,63 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // Duration is not compared (the CA may shorten a certificate to its own
 // expiry); a changed duration takes effect at the next renewal.
 func certificateMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) []string {
+	v := nameMismatches(cert, spec)
+	v = append(v, subjectMismatches(cert, spec)...)
+	if cert.IsCA != spec.IsCA {
+		v = append(v, "spec.isCA")
+	}
+	if ku, eku, err := pki.KeyUsagesForCertificateOrCertificateRequest(spec.Usages, spec.IsCA); err != nil ||
+		cert.KeyUsage != ku || !sameExtKeyUsages(cert.ExtKeyUsage, eku) {
+		v = append(v, "spec.usages")
+	}
+	return v
+}
+
+// RequestHashAnnotation is on Secrets whose certificate came from a CA that
+// decides subject, usages and lifetime itself (ACME: Let's Encrypt drops
+// the common name and client auth). It holds requestHash of the spec the
+// request was made from; the spec is compared with it, as cert-manager
+// compares the spec with its CertificateRequest, and only the names with
+// the certificate.
+const RequestHashAnnotation = "certhub.io/request-hash"
+
+// requestHash digests the request cert-manager would build from spec:
+// subject and extensions (names, usages, basic constraints).
+func requestHash(crt *cmapi.Certificate) (string, error) {
+	csr, err := pki.GenerateCSR(crt, pki.WithUseLiteralSubject(crt.Spec.LiteralSubject != ""),
+		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0), pki.WithNameConstraints(crt.Spec.NameConstraints != nil),
+		pki.WithEncodeBasicConstraintsInRequest(crt.Spec.IsCA))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if len(csr.RawSubject) > 0 {
+		h.Write(csr.RawSubject)
+	} else {
+		fmt.Fprintf(h, "%s", csr.Subject.ToRDNSequence())
+	}
+	for _, e := range csr.ExtraExtensions {
+		fmt.Fprintf(h, "\x00%s\x00%t\x00%x", e.Id, e.Critical, e.Value)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+// requestMismatches compares spec with the request a Secret's certificate
+// was ordered with (RequestHashAnnotation), and its names with the certificate.
+func requestMismatches(cert *x509.Certificate, crt *cmapi.Certificate, hash string) []string {
+	spec := crt.Spec
+	if cn := spec.CommonName; cn != "" && !slices.Contains(spec.DNSNames, cn) {
+		spec.DNSNames = append(slices.Clone(spec.DNSNames), cn) // the CA puts the common name among the names
+	}
+	v := nameMismatches(cert, spec)
+	if h, err := requestHash(crt); err != nil || h != hash {
+		v = append(v, "the request (subject, usages or isCA)")
+	}
+	return v
+}
+
+// nameMismatches compares the subject alternative names.
+func nameMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) []string {
 	var v []string
 	if !cmutil.EqualUnsorted(cert.DNSNames, spec.DNSNames) {
 		v = append(v, "spec.dnsNames")
@@ -45,14 +105,6 @@ func certificateMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) [
 	}
 	if !cmutil.EqualOtherNamesUnsorted(otherNames(cert), spec.OtherNames) {
 		v = append(v, "spec.otherNames")
-	}
-	v = append(v, subjectMismatches(cert, spec)...)
-	if cert.IsCA != spec.IsCA {
-		v = append(v, "spec.isCA")
-	}
-	if ku, eku, err := pki.KeyUsagesForCertificateOrCertificateRequest(spec.Usages, spec.IsCA); err != nil ||
-		cert.KeyUsage != ku || !sameExtKeyUsages(cert.ExtKeyUsage, eku) {
-		v = append(v, "spec.usages")
 	}
 	return v
 }

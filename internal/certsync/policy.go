@@ -14,6 +14,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // input is what the policies decide on. secret is nil when it does not exist.
@@ -60,6 +62,7 @@ var triggerChain = chain{
 	privateKeyMatchesSpec,
 	certificateMatchesSpec,
 	currentCertificateNearingExpiry,
+	orderPending,
 }
 
 func parseSecret(s *corev1.Secret) *secretState {
@@ -78,8 +81,19 @@ func parseSecret(s *corev1.Secret) *secretState {
 
 func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
-	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != ReasonRateLimited { // certhub's own wait is no trigger
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != ReasonRateLimited && c.Reason != issuance.ReasonOrderPending { // certhub's own waits are no trigger
 		return ReasonManuallyTriggered, "Issuing condition set to True: " + c.Message, true
+	}
+	return "", "", false
+}
+
+// orderPending keeps an issuance going while its order runs (an ACME
+// order started by a trigger that no longer holds, e.g. a manual one):
+// the Certificate asks the Orderer again until the order is done.
+func orderPending(in input, _ *secretState) (string, string, bool) {
+	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending {
+		return issuance.ReasonOrderPending, c.Message, true
 	}
 	return "", "", false
 }
@@ -136,7 +150,11 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 }
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
-	if v := certificateMismatches(st.cert, in.crt.Spec); len(v) > 0 {
+	v := certificateMismatches(st.cert, in.crt.Spec)
+	if h, ok := in.secret.Annotations[RequestHashAnnotation]; ok {
+		v = requestMismatches(st.cert, in.crt, h)
+	}
+	if len(v) > 0 {
 		return ReasonIncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
 	}
 	return "", "", false

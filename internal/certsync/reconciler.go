@@ -2,6 +2,7 @@ package certsync
 
 import (
 	"context"
+	"crypto"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -150,6 +151,9 @@ type Options struct {
 	// Rotation, when set, moves Certificates to a rotating CA's next key
 	// pair cluster by cluster (internal/rotation).
 	Rotation Rotation
+	// Wake, when set, queues a Certificate again when an issuer has news for
+	// it (an ACME order finished), instead of waiting for its next poll.
+	Wake Waker
 	// Budget, when set, admits every issuance (the hub's --issuance-rate);
 	// a Certificate waiting for it shows Issuing=True, reason RateLimited.
 	Budget Budget
@@ -298,7 +302,8 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		Named("certsync").
 		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
-		WatchesRawSource(feed.source()). // policy changes: every Certificate decided again
+		WatchesRawSource(feed.source()).                         // policy changes: every Certificate decided again
+		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)). // an issuer's news (a finished ACME order)
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
 			NewQueue: newFairQueue(opts.MaxConcurrentReconcilesPerCluster)}). // clusters take turns, each in at most half the workers (fairqueue.go)
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
@@ -539,6 +544,11 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if !d.allow {
 		return r.pauseLoop(ctx, t, d, reason, message, now)
 	}
+	if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending {
+		// Admitted when its order was created; now only asking after it.
+		log.V(1).Info("asking after the order", "message", message)
+		return r.issue(ctx, t, secret, st, pw, d.record)
+	}
 	if r.opts.Budget != nil {
 		if wait := r.opts.Budget.Admit(budgetKey(t), r.budgetDue(crt, st)); wait > 0 {
 			return r.waitForBudget(ctx, t, wait, reason)
@@ -768,10 +778,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		issuer, err = r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
 	}
 	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
-		if ie.Terminal {
-			return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
-		}
-		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
+		return r.issuerError(ctx, t, ie)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -780,6 +787,12 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	key := st.key
 	reuse := crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever &&
 		key != nil && len(pki.PrivateKeyMatchesSpec(key, crt.Spec)) == 0
+	if o, ok := issuer.(issuance.Orderer); ok {
+		if !reuse {
+			key = nil // the Orderer generates the key and keeps it in the hub until issued
+		}
+		return r.order(ctx, t, o, key, existing, st, pw, rec)
+	}
 	if !reuse {
 		if largeKey(crt) {
 			select {
@@ -810,12 +823,79 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
 	}
+	return r.write(ctx, t, existing, pw, rec, res, keyPEM, "")
+}
+
+// issuerError records an issuer's typed refusal as Ready=False and retries
+// after its RetryAfter, the issuer retry interval, or (terminal) never.
+func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Error) (reconcile.Result, error) {
+	res := reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}
+	switch {
+	case ie.Terminal:
+		res = reconcile.Result{}
+	case ie.RetryAfter > 0:
+		res.RequeueAfter = ie.RetryAfter
+	}
+	return res, r.setNotReady(ctx, t, ie.Reason, ie.Message)
+}
+
+// order asks an Orderer (ACME) for the certificate. While the order runs
+// the Certificate shows Issuing=True with the order's reason and the
+// reconcile returns at once, to be called again; a failed order is
+// Ready=False with the CA's error; an issued one is written like a signed one.
+func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (reconcile.Result, error) {
+	crt := t.crt
+	tmpl, err := certificateTemplate(crt, t.maxPathLen)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
+	}
+	res, err := o.Order(ctx, issuance.OrderRequest{Cluster: string(t.name), Certificate: crt, Template: tmpl, Key: key, Current: st.cert})
+	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
+		wait := reconcile.Result{RequeueAfter: max(p.RetryAfter, 100*time.Millisecond)}
+		if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == p.Reason && c.Message == p.Message {
+			return wait, nil
+		}
+		return wait, r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
+			r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, p.Reason, p.Message)
+		})
+	}
+	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+		return r.issuerError(ctx, t, ie)
+	}
+	if err != nil {
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+	}
+	if res.PrivateKey == nil {
+		res.PrivateKey = key
+	}
+	if res.PrivateKey == nil {
+		return reconcile.Result{}, errors.New("the orderer returned a certificate without its private key")
+	}
+	var encoding cmapi.PrivateKeyEncoding
+	if crt.Spec.PrivateKey != nil {
+		encoding = crt.Spec.PrivateKey.Encoding
+	}
+	keyPEM, err := pki.EncodePrivateKey(res.PrivateKey, encoding)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
+	}
+	hash, err := requestHash(crt)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build the request from spec: %v", err))
+	}
+	return r.write(ctx, t, existing, pw, rec, res, keyPEM, hash)
+}
+
+// write stores an issued certificate and its key in the Secret and marks
+// the Certificate Ready.
+func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secret, pw keystorePasswords, rec loopRecord, res issuance.Result, keyPEM []byte, requestHash string) (reconcile.Result, error) {
+	crt := t.crt
 	cert, err := pki.DecodeX509CertificateBytes(res.ChainPEM)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to decode signed certificate: %w", err)
 	}
 
-	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String()}
+	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String(), requestHash: requestHash}
 	if d.extra, err = extraData(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
 	}

@@ -21,6 +21,8 @@ type secretData struct {
 	extra map[string][]byte
 	// issuances is the loop guard's IssuancesAnnotation value; "" omits it.
 	issuances string
+	// requestHash is the RequestHashAnnotation value (Orderer issuances); "" omits it.
+	requestHash string
 }
 
 // secretApply builds the TLS Secret as cert-manager's issuing controller
@@ -52,6 +54,9 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
 	if writer != "" {
 		annotations[WriterAnnotation] = writer
+	}
+	if d.requestHash != "" {
+		annotations[RequestHashAnnotation] = d.requestHash
 	}
 	if d.issuances != "" {
 		annotations[IssuancesAnnotation] = d.issuances

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
@@ -22,6 +23,8 @@ const (
 	ReasonIssuerNotReady = "IssuerNotReady"
 	// ReasonIssuerNotSupported means the reference names a kind, group or issuer type certhub does not implement.
 	ReasonIssuerNotSupported = "IssuerNotSupported"
+	// ReasonOrderPending is the Issuing=True reason while an Orderer's order runs.
+	ReasonOrderPending = "OrderPending"
 )
 
 // Error is returned by Resolve when an issuerRef cannot be turned into an Issuer.
@@ -34,6 +37,9 @@ type Error struct {
 	// itself changes (an issuerRef naming an external issuer group or an
 	// unknown kind); callers do not requeue.
 	Terminal bool
+	// RetryAfter, when set, is when to try again (an Orderer's back-off
+	// after a failed order); else the caller's own retry interval.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -62,7 +68,47 @@ type Result struct {
 	ChainPEM []byte
 	// CAPEM is the root of the chain (ca.crt); empty when unknown.
 	CAPEM []byte
+	// PrivateKey is set by Orderers: the leaf key they generated and held
+	// in the hub while the certificate was ordered. Nil from Sign.
+	PrivateKey crypto.Signer
 }
+
+// Orderer is an Issuer whose certificates take seconds to minutes (ACME).
+// Callers use Order instead of Sign: it never waits for the CA, DNS or
+// anything slow. While the order runs it returns a *Pending (call again
+// after RetryAfter); when the order failed, an *Error with the CA's reason;
+// when issued, the Result with the key it holds.
+type Orderer interface {
+	Issuer
+	Order(ctx context.Context, req OrderRequest) (Result, error)
+}
+
+// OrderRequest is what an Orderer orders: one issuance of one downstream
+// Certificate. Calls for the same issuance (same cluster, Certificate,
+// identifiers and Current) reach the same order, on any replica.
+type OrderRequest struct {
+	// Cluster is the downstream cluster's name.
+	Cluster string
+	// Certificate is the downstream Certificate.
+	Certificate *cmapi.Certificate
+	// Template is the certificate asked for (identifiers, subject, usages).
+	Template *x509.Certificate
+	// Key, when set, is the leaf key to keep (rotationPolicy Never); else
+	// the Orderer generates one from the Certificate's spec.
+	Key crypto.Signer
+	// Current is the certificate this issuance replaces (nil for the first).
+	Current *x509.Certificate
+}
+
+// Pending is returned by Order while an order is in progress. Reason and
+// Message go to the Certificate's Issuing condition.
+type Pending struct {
+	Reason, Message string
+	// RetryAfter is when to ask again.
+	RetryAfter time.Duration
+}
+
+func (p *Pending) Error() string { return p.Reason + ": " + p.Message }
 
 // Issuer signs certificate requests. Implementations are safe for concurrent use.
 type Issuer interface {
@@ -76,6 +122,9 @@ type Options struct {
 	// Namespace is the hub namespace that holds ClusterIssuer key Secrets
 	// (cert-manager's "cluster resource namespace"). Required.
 	Namespace string
+	// ACME, when set, serves ClusterIssuers with spec.acme (internal/acme);
+	// nil: they are IssuerNotSupported.
+	ACME func(ctx context.Context, ci *cmapi.ClusterIssuer) (Issuer, error)
 }
 
 // Validate reports whether the options are usable.
@@ -134,6 +183,9 @@ func (r *Resolver) Resolve(ctx context.Context, ref cmmeta.IssuerReference, name
 			}
 			return nil, fmt.Errorf("failed to get ClusterIssuer %q: %w", ref.Name, err)
 		}
+		if ci.Spec.ACME != nil && r.opts.ACME != nil {
+			return r.opts.ACME(ctx, ci)
+		}
 		return r.forSpec(ctx, "ClusterIssuer "+ref.Name, &ci.Spec, r.opts.Client, r.opts.Namespace)
 	case cmapi.IssuerKind:
 		if downstream == nil {
@@ -160,7 +212,7 @@ func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerS
 	case spec.CA != nil:
 		return loadCA(ctx, what, secrets, client.ObjectKey{Namespace: secretNS, Name: spec.CA.SecretName})
 	case spec.ACME != nil:
-		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " is an ACME issuer: certhub registers its account (see its status) but does not order certificates from ACME servers yet"}
+		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " is an ACME issuer: certhub orders from ACME servers only for ClusterIssuers in the hub (one account, DNS credentials kept in the hub)"}
 	default:
 		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " has no selfSigned or ca configuration; other issuer types are not supported yet"}
 	}

@@ -39,14 +39,14 @@ func TestEmbeddedCRDsMatchModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != len(files)+1 { // + certhub's IssuancePolicy
-		t.Errorf("decoded %d CRDs, want %d", len(crds), len(files)+1)
+	if len(crds) != len(files)+2 { // + certhub's IssuancePolicy and ACMEOrder
+		t.Errorf("decoded %d CRDs, want %d", len(crds), len(files)+2)
 	}
 	names := map[string]bool{}
 	for _, c := range crds {
 		names[c.Name] = true
 	}
-	for _, n := range []string{"certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io", "issuancepolicies.certhub.io"} {
+	for _, n := range []string{"certificates.cert-manager.io", "clusterissuers.cert-manager.io", "issuers.cert-manager.io", "issuancepolicies.certhub.io", "acmeorders.certhub.io"} {
 		if !names[n] {
 			t.Errorf("CRD %s missing", n)
 		}
@@ -74,9 +74,15 @@ func TestEmbeddedGatewayCRDMatchesModule(t *testing.T) {
 	}
 }
 
-// The test bed installs the IssuancePolicy CRD the hub's kustomize base ships.
-func TestEmbeddedPolicyCRDIsTheShippedOne(t *testing.T) {
-	const name = "certhub.io_issuancepolicies.yaml"
+// The test bed installs the certhub CRDs the hub's kustomize base ships.
+func TestEmbeddedCerthubCRDsAreTheShippedOnes(t *testing.T) {
+	for _, name := range []string{"certhub.io_issuancepolicies.yaml", "certhub.io_acmeorders.yaml"} {
+		embeddedIsShipped(t, name)
+	}
+}
+
+func embeddedIsShipped(t *testing.T, name string) {
+	t.Helper()
 	want, err := os.ReadFile(filepath.Join("..", "..", "kustomize", "base", "crds", name))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/certhub/certhub/internal/acme"
 )
 
 //go:embed crds/cert-manager/*.yaml crds/certhub/*.yaml
@@ -88,13 +90,14 @@ type Bed struct {
 	stopErr     error
 }
 
-// Scheme returns a scheme with Kubernetes', cert-manager's and Gateway API's types.
+// Scheme returns a scheme with Kubernetes', cert-manager's, Gateway API's and certhub's ACMEOrder types.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	must(clientgoscheme.AddToScheme(s))
 	must(cmapi.AddToScheme(s))
 	must(apiextensionsv1.AddToScheme(s))
 	must(gwapi.Install(s))
+	must(acme.AddToScheme(s))
 	return s
 }
 

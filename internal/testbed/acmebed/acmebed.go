@@ -275,6 +275,34 @@ func (b *Bed) Logs() string {
 	return out.String()
 }
 
+// Counts are what Pebble's log says it holds: accounts registered and
+// orders created, counted from its own "Added order" and "There are now N
+// accounts in memory" lines (Pebble has no API that lists them).
+type Counts struct{ Accounts, Orders int }
+
+// Count reads Pebble's log.
+func (b *Bed) Count() Counts {
+	var c Counts
+	for _, l := range b.logs {
+		if !strings.Contains(filepath.Base(l), "pebble") {
+			continue
+		}
+		raw, _ := os.ReadFile(l)
+		for _, line := range strings.Split(string(raw), "\n") {
+			var n int
+			if i := strings.Index(line, "There are now "); i >= 0 && strings.Contains(line, "accounts in memory") {
+				if _, err := fmt.Sscanf(line[i:], "There are now %d accounts", &n); err == nil {
+					c.Accounts = n
+				}
+			}
+			if strings.Contains(line, "Added order ") {
+				c.Orders++
+			}
+		}
+	}
+	return c
+}
+
 // Stop kills both processes and removes the bed's files.
 func (b *Bed) Stop() error {
 	for _, p := range b.procs {

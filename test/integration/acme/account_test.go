@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"testing"
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
@@ -59,7 +60,7 @@ func TestAccountsAreRegisteredOnceAndReported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := acme.SetupWithManager(mgr, acme.Options{Namespace: testbed.DefaultHubNamespace, UserAgent: "certhub-test"}); err != nil {
+		if _, err := acme.SetupWithManager(mgr, acme.Options{Namespace: testbed.DefaultHubNamespace, Identity: fmt.Sprintf("replica-%d", i), UserAgent: "certhub-test"}); err != nil {
 			t.Fatal(err)
 		}
 		go func() {

@@ -1,0 +1,251 @@
+package acme
+
+import (
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/issuance"
+)
+
+// Reasons of a downstream Certificate while its ACME order runs (Issuing=True)
+// and when it failed (Ready=False, with the order's own reason when it has one).
+const (
+	// ReasonOrderPending: an ACMEOrder in the hub is in progress.
+	ReasonOrderPending = issuance.ReasonOrderPending
+	// ReasonOrderFailed: the ACME order failed; the message carries the CA's error.
+	ReasonOrderFailed = "OrderFailed"
+	// ReasonUnsupportedIdentifier: the Certificate asks for something a
+	// DNS-01 order cannot carry (IP addresses, URIs, email addresses).
+	ReasonUnsupportedIdentifier = "UnsupportedIdentifier"
+)
+
+// KeySecretLabel marks the hub Secrets that hold an order's leaf key; its
+// value is the order's name.
+const KeySecretLabel = "certhub.io/acme-order"
+
+// Issuer returns the issuance.Orderer of an ACME ClusterIssuer: the hook of
+// issuance.Options.ACME. The issuer must have its account registered.
+func (s *Service) Issuer(_ context.Context, ci *cmapi.ClusterIssuer) (issuance.Issuer, error) {
+	if ci.Status.ACME == nil || ci.Status.ACME.URI == "" || !ready(ci) {
+		msg := "its ACME account is not registered yet"
+		for _, c := range ci.Status.Conditions {
+			if c.Type == cmapi.IssuerConditionReady && c.Message != "" {
+				msg += ": " + c.Message
+			}
+		}
+		return nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %s", ci.Name, msg)}
+	}
+	return &orderer{s: s, ci: ci}, nil
+}
+
+// orderer orders certificates from one ACME ClusterIssuer.
+type orderer struct {
+	s  *Service
+	ci *cmapi.ClusterIssuer
+}
+
+func (o *orderer) Sign(context.Context, issuance.Request) (issuance.Result, error) {
+	return issuance.Result{}, errors.New("ACME issuers order asynchronously: use Order")
+}
+
+// Order finds or creates the ACMEOrder of this issuance and reports on it;
+// it never waits for the CA (the order controller drives the order).
+func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuance.Result, error) {
+	dnsNames, err := identifiers(&req.Certificate.Spec)
+	if err != nil {
+		return issuance.Result{}, err
+	}
+	for _, n := range dnsNames {
+		i, err := chooseSolver(o.ci.Spec.ACME.Solvers, n, req.Certificate.Labels)
+		if err == nil {
+			err = checkSolver(o.ci.Spec.ACME.Solvers[i], i)
+		}
+		if se := (*solverError)(nil); errors.As(err, &se) {
+			return issuance.Result{}, &issuance.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
+		}
+	}
+	name := orderName(o.ci.Name, req, dnsNames)
+	ord := &ACMEOrder{}
+	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
+	if apierrors.IsNotFound(err) {
+		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0)
+	}
+	if err != nil {
+		return issuance.Result{}, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+	}
+	switch ord.Status.State {
+	case StateValid:
+		key, err := o.s.orderKey(ctx, ord)
+		if err != nil {
+			// The key is gone (deleted by hand): this order is of no use.
+			return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
+		}
+		return issuance.Result{ChainPEM: ord.Status.Certificate, PrivateKey: key}, nil
+	case StateErrored:
+		retryAt := ord.Status.FinishedAt.Add(o.s.backoff(ord.Spec.Attempt))
+		if wait := retryAt.Sub(o.s.opts.Clock.Now()); wait > 0 {
+			reason := ord.Status.Reason
+			if reason == "" {
+				reason = ReasonOrderFailed
+			}
+			return issuance.Result{}, &issuance.Error{Reason: reason, RetryAfter: wait, Message: fmt.Sprintf(
+				"ACME order %s/%s failed: %s; next attempt (%d) at %s", ord.Namespace, ord.Name, ord.Status.Message, ord.Spec.Attempt+2, retryAt.UTC().Format(time.RFC3339))}
+		}
+		if err := o.s.deleteOrder(ctx, ord); err != nil {
+			return issuance.Result{}, err
+		}
+		return issuance.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1)
+	default:
+		if ord.Status.State == "" && o.s.opts.Clock.Since(ord.CreationTimestamp.Time) > o.s.opts.HoldDuration {
+			if _, err := o.s.orderKey(ctx, ord); err != nil { // its creator died before writing the key
+				return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
+			}
+		}
+		state := ord.Status.State
+		if state == "" {
+			state = "created"
+		}
+		return issuance.Result{}, &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval,
+			Message: fmt.Sprintf("ACME order %s/%s in the hub is %s", ord.Namespace, ord.Name, strings.ToLower(state))}
+	}
+}
+
+// create writes the order and the Secret holding its leaf key.
+func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int) error {
+	key := req.Key
+	if key == nil {
+		var err error
+		if key, err = pki.GeneratePrivateKeyForCertificate(req.Certificate); err != nil {
+			return &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
+		}
+	}
+	tmpl, err := pki.GenerateCSR(req.Certificate) // the request cert-manager would send
+	if err != nil {
+		return &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+	}
+	csr, err := pki.EncodeCSR(tmpl, key)
+	if err != nil {
+		return fmt.Errorf("failed to create the CSR: %w", err)
+	}
+	keyPEM, err := pki.EncodePKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	crt := req.Certificate
+	ord := &ACMEOrder{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name},
+		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
+			DNSNames: dnsNames, Request: csr, Attempt: attempt},
+	}
+	if err := o.s.hub.Create(ctx, ord); apierrors.IsAlreadyExists(err) {
+		return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+	} else if err != nil {
+		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Labels: map[string]string{KeySecretLabel: name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: OrderGVK.Kind, Name: name, UID: ord.UID}}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{corev1.TLSPrivateKeyKey: keyPEM},
+	}
+	if err := o.s.hub.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create the key Secret of ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+	}
+	o.s.claim(ctx, ord) // the creator drives its order; another replica takes over if it dies
+	return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+}
+
+// identifiers returns the DNS names to order: the spec's, with its common
+// name added when missing (as cert-manager orders it). IP addresses, URIs,
+// email addresses and other names cannot be validated with DNS-01.
+func identifiers(spec *cmapi.CertificateSpec) ([]string, error) {
+	if len(spec.IPAddresses) > 0 || len(spec.URIs) > 0 || len(spec.EmailAddresses) > 0 || len(spec.OtherNames) > 0 {
+		return nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: "ACME certificates from the hub carry only DNS names (DNS-01); remove ipAddresses, uris, emailAddresses and otherNames"}
+	}
+	names := slices.Clone(spec.DNSNames)
+	if cn := spec.CommonName; cn != "" && !slices.Contains(names, cn) {
+		names = append(names, cn)
+	}
+	if len(names) == 0 {
+		return nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: "an ACME certificate needs at least one DNS name (spec.dnsNames or spec.commonName)"}
+	}
+	return names, nil
+}
+
+// orderName is the same on every replica for one issuance: the issuer,
+// the Certificate (by cluster, namespace, name and UID), the identifiers
+// and the certificate being replaced.
+func orderName(issuer string, req issuance.OrderRequest, dnsNames []string) string {
+	h := sha256.New()
+	sorted := slices.Sorted(slices.Values(dnsNames))
+	crt := req.Certificate
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00", issuer, req.Cluster, crt.Namespace, crt.Name, crt.UID, strings.Join(sorted, ","))
+	if req.Current != nil {
+		fmt.Fprintf(h, "%x", req.Current.SerialNumber)
+	}
+	prefix := strings.Trim(strings.ToLower(crt.Name), "-.")
+	if len(prefix) > 30 {
+		prefix = strings.Trim(prefix[:30], "-.")
+	}
+	return prefix + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// orderKey reads the leaf key of ord and checks it is the CSR's.
+func (s *Service) orderKey(ctx context.Context, ord *ACMEOrder) (crypto.Signer, error) {
+	sec := &corev1.Secret{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ord.Namespace, Name: ord.Name}, sec); err != nil {
+		return nil, fmt.Errorf("failed to get the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
+	}
+	key, err := pki.DecodePrivateKeyBytes(sec.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
+	}
+	csr, err := x509.ParseCertificateRequest(ord.Spec.Request)
+	if err != nil {
+		return nil, fmt.Errorf("ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
+	}
+	if ok, err := pki.PublicKeysEqual(csr.PublicKey, key.Public()); err != nil || !ok {
+		return nil, fmt.Errorf("the key Secret of ACMEOrder %s/%s does not hold the key of its request", ord.Namespace, ord.Name)
+	}
+	return key, nil
+}
+
+// deleteOrder removes ord and its key Secret.
+func (s *Service) deleteOrder(ctx context.Context, ord *ACMEOrder) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ord.Namespace, Name: ord.Name}}
+	if err := s.hub.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
+	}
+	if err := s.hub.Delete(ctx, ord, client.Preconditions{UID: &ord.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to delete ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
+	}
+	return nil
+}
+
+// backoff is the wait after the attempt-th failed order of one issuance:
+// RetryBase doubling, at most RetryMax.
+func (s *Service) backoff(attempt int) time.Duration {
+	d := s.opts.RetryBase
+	for range attempt {
+		if d >= s.opts.RetryMax {
+			break
+		}
+		d *= 2
+	}
+	return min(d, s.opts.RetryMax)
+}

@@ -1,0 +1,454 @@
+package acme
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/util"
+	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Reasons of an Errored order (status.reason, and the Certificate's Ready=False).
+const (
+	// ReasonChallengeFailed: the CA could not validate a DNS-01 challenge.
+	ReasonChallengeFailed = "ChallengeFailed"
+	// ReasonPropagationTimeout: the TXT records never showed on the nameservers.
+	ReasonPropagationTimeout = "PropagationTimeout"
+	// ReasonPresentFailed: writing a TXT record failed (e.g. the DNS server refused the update).
+	ReasonPresentFailed = "PresentFailed"
+	// ReasonCAError: the CA refused or failed the order itself.
+	ReasonCAError = "ACMEServerError"
+)
+
+// reconcileOrder moves one order one step: every step is a few requests
+// to the CA or DNS and ends by writing the status (which is the claim's
+// renewal too) or by asking to be called again shortly. No step waits for
+// the CA or for DNS propagation.
+func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ord := &ACMEOrder{}
+	if err := s.hub.Get(ctx, req.NamespacedName, ord); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := log.FromContext(ctx).WithValues("cluster", ord.Spec.Cluster, "certificate", ord.Spec.Namespace+"/"+ord.Spec.Certificate)
+	ctx = logr.NewContext(ctx, log)
+	now := s.opts.Clock.Now()
+	if done(ord) {
+		s.wake(ord) // every replica: the Certificate's owner issues from it
+		if ord.Status.FinishedAt == nil {
+			return ctrl.Result{}, nil
+		}
+		expires := ord.Status.FinishedAt.Add(s.opts.OrderRetention)
+		if now.Before(expires) {
+			return ctrl.Result{RequeueAfter: expires.Sub(now)}, nil
+		}
+		return ctrl.Result{}, s.deleteOrder(ctx, ord)
+	}
+	if ord.Status.Holder != s.opts.Identity && ord.Status.HeldUntil != nil && now.Before(ord.Status.HeldUntil.Time) {
+		return ctrl.Result{RequeueAfter: ord.Status.HeldUntil.Sub(now) + 100*time.Millisecond}, nil
+	}
+	// The cache may lag behind this replica's own last write: act only on
+	// the order as the API server has it, so no step is done twice.
+	if err := s.live.Get(ctx, req.NamespacedName, ord); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if done(ord) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if ord.Status.Holder != s.opts.Identity && ord.Status.HeldUntil != nil && now.Before(ord.Status.HeldUntil.Time) {
+		return ctrl.Result{RequeueAfter: ord.Status.HeldUntil.Sub(now) + 100*time.Millisecond}, nil
+	}
+	if ord.Status.Holder != s.opts.Identity {
+		log.Info("taking over ACME order", "order", ord.Name, "from", ord.Status.Holder, "state", ord.Status.State)
+		if !s.claim(ctx, ord) {
+			return ctrl.Result{RequeueAfter: s.opts.PollInterval}, nil
+		}
+	}
+	ci := &cmapi.ClusterIssuer{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Name: ord.Spec.IssuerName}, ci); err != nil || ci.Spec.ACME == nil {
+		if apierrors.IsNotFound(err) || (err == nil && ci.Spec.ACME == nil) {
+			return s.fail(ctx, ord, ReasonCAError, fmt.Sprintf("ClusterIssuer %s is gone or no longer an ACME issuer", ord.Spec.IssuerName))
+		}
+		return ctrl.Result{}, err
+	}
+	cl, err := s.client(ctx, ci)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: s.opts.PollInterval}, fmt.Errorf("ACMEOrder %s: %w", ord.Name, err)
+	}
+	next := ord.DeepCopy()
+	var res ctrl.Result
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout) // the step's requests together
+	defer cancel()
+	switch ord.Status.State {
+	case "", StateOrdering:
+		res, err = s.authorize(ctx, cl, ci, next)
+	case StatePresenting:
+		res, err = s.present(ctx, ci, next)
+	case StatePropagating:
+		res, err = s.propagate(ctx, cl, ci, next)
+	case StateValidating:
+		res, err = s.validate(ctx, cl, ci, next)
+	case StateFinalizing:
+		res, err = s.finalize(ctx, cl, next)
+	}
+	if err != nil {
+		return res, fmt.Errorf("ACMEOrder %s (%s): %w", ord.Name, ord.Status.State, err)
+	}
+	if next.Status.State != ord.Status.State || s.renewDue(ord, now) {
+		if ok := s.write(ctx, ord, next); !ok {
+			return ctrl.Result{RequeueAfter: s.opts.PollInterval}, nil
+		}
+		if next.Status.State != ord.Status.State {
+			log.V(1).Info("ACME order moved", "order", ord.Name, "state", next.Status.State)
+		}
+		if done(next) {
+			s.wake(next)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{Requeue: res.RequeueAfter == 0, RequeueAfter: res.RequeueAfter}, nil
+	}
+	return res, nil
+}
+
+// claim makes this replica ord's holder; false when another replica won.
+func (s *Service) claim(ctx context.Context, ord *ACMEOrder) bool {
+	next := ord.DeepCopy()
+	return s.write(ctx, ord, next)
+}
+
+// renewDue reports whether the claim should be renewed now.
+func (s *Service) renewDue(ord *ACMEOrder, now time.Time) bool {
+	return ord.Status.HeldUntil == nil || ord.Status.HeldUntil.Sub(now) < s.opts.HoldDuration/2
+}
+
+// write stores next's status (with the claim renewed) if ord is still
+// the version read; false on a conflict (another replica moved it).
+func (s *Service) write(ctx context.Context, ord, next *ACMEOrder) bool {
+	next.Status.Holder = s.opts.Identity
+	next.Status.HeldUntil = &metav1.Time{Time: s.opts.Clock.Now().Add(s.opts.HoldDuration)}
+	if next.Status.State == "" {
+		next.Status.State = StateOrdering
+	}
+	if err := s.hub.Status().Patch(ctx, next, client.MergeFromWithOptions(ord, client.MergeFromWithOptimisticLock{})); err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			logr.FromContextOrDiscard(ctx).Error(err, "failed to write ACMEOrder status", "order", ord.Name)
+		}
+		return false
+	}
+	*ord = *next
+	return true
+}
+
+// fail ends ord as Errored, cleaning up whatever TXT records it wrote.
+func (s *Service) fail(ctx context.Context, ord *ACMEOrder, reason, message string) (ctrl.Result, error) {
+	next := ord.DeepCopy()
+	s.failInto(ctx, nil, next, reason, message)
+	if !s.write(ctx, ord, next) {
+		return ctrl.Result{RequeueAfter: s.opts.PollInterval}, nil
+	}
+	s.wake(next)
+	return ctrl.Result{}, nil
+}
+
+func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder, reason, message string) {
+	if ci != nil {
+		s.cleanUp(ctx, ci, next)
+	}
+	now := metav1.NewTime(s.opts.Clock.Now())
+	next.Status.State, next.Status.Reason, next.Status.Message, next.Status.FinishedAt = StateErrored, reason, message, &now
+	s.count(next.Spec.IssuerName, "errored")
+	logr.FromContextOrDiscard(ctx).Info("ACME order failed", "order", next.Name, "reason", reason, "message", message)
+}
+
+// authorize asks the CA for the order (once: a retry after a crash before
+// the URL was written asks again) and records its DNS-01 challenges.
+func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+	if next.Status.URL == "" {
+		ids := acmeapi.DomainIDs(next.Spec.DNSNames...)
+		var opts []acmeapi.OrderOption
+		if p := ci.Spec.ACME.Profile; p != "" {
+			opts = append(opts, acmeapi.WithOrderProfile(p))
+		}
+		o, err := cl.AuthorizeOrder(ctx, ids, opts...)
+		if err != nil {
+			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+				s.failInto(ctx, ci, next, ReasonCAError, fmt.Sprintf("the ACME server refused the order: %v", err))
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("failed to create the order: %w", err)
+		}
+		s.count(ci.Name, "created")
+		next.Status.URL, next.Status.FinalizeURL = o.URI, o.FinalizeURL
+		for _, u := range o.AuthzURLs {
+			next.Status.Challenges = append(next.Status.Challenges, Challenge{AuthorizationURL: u})
+		}
+	}
+	for i := range next.Status.Challenges {
+		ch := &next.Status.Challenges[i]
+		if ch.Identifier != "" {
+			continue
+		}
+		z, err := cl.GetAuthorization(ctx, ch.AuthorizationURL)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to get authorization %s: %w", ch.AuthorizationURL, err)
+		}
+		ch.Identifier, ch.Wildcard = z.Identifier.Value, z.Wildcard
+		if z.Status == acmeapi.StatusValid {
+			ch.Valid = true // reused authorization: nothing to solve
+			continue
+		}
+		var dns01 *acmeapi.Challenge
+		for _, c := range z.Challenges {
+			if c.Type == "dns-01" {
+				dns01 = c
+			}
+		}
+		if dns01 == nil {
+			s.failInto(ctx, ci, next, ReasonUnsupportedSolver, fmt.Sprintf("the ACME server offers no dns-01 challenge for %q", ch.Identifier))
+			return ctrl.Result{}, nil
+		}
+		name := ch.Identifier
+		if ch.Wildcard {
+			name = "*." + name
+		}
+		idx, err := chooseSolver(ci.Spec.ACME.Solvers, name, nil)
+		if err != nil {
+			s.failInto(ctx, ci, next, ReasonNoSolver, err.Error())
+			return ctrl.Result{}, nil
+		}
+		sol := ci.Spec.ACME.Solvers[idx]
+		follow := sol.DNS01 != nil && sol.DNS01.CNAMEStrategy == "Follow"
+		fqdn, err := util.DNS01LookupFQDN(ctx, ch.Identifier, follow, s.opts.DNS01Nameservers...)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to find the TXT record name of %q: %w", ch.Identifier, err)
+		}
+		zone, err := util.FindZoneByFqdn(ctx, fqdn, s.opts.DNS01Nameservers)
+		if err != nil {
+			s.failInto(ctx, ci, next, ReasonSolverConfig, fmt.Sprintf("cannot find the DNS zone of %s on %v: %v", fqdn, s.opts.DNS01Nameservers, err))
+			return ctrl.Result{}, nil
+		}
+		value, err := cl.DNS01ChallengeRecord(dns01.Token)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		ch.URL, ch.Token, ch.Key, ch.FQDN, ch.Zone, ch.Solver = dns01.URI, dns01.Token, value, fqdn, zone, idx
+	}
+	next.Status.State = StatePresenting
+	return ctrl.Result{}, nil
+}
+
+// present writes every TXT record not written yet.
+func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+	for i := range next.Status.Challenges {
+		ch := &next.Status.Challenges[i]
+		if ch.Valid || ch.Presented {
+			continue
+		}
+		p, err := s.provider(ctx, ci, ch.Solver)
+		if err != nil {
+			s.failInto(ctx, ci, next, ReasonSolverConfig, err.Error())
+			return ctrl.Result{}, nil
+		}
+		if err := p.Present(ch.Identifier, ch.FQDN, ch.Zone, ch.Key); err != nil {
+			s.failInto(ctx, ci, next, ReasonPresentFailed, fmt.Sprintf("writing TXT %s in zone %s failed: %v", ch.FQDN, ch.Zone, err))
+			return ctrl.Result{}, nil
+		}
+		ch.Presented = true
+	}
+	now := metav1.NewTime(s.opts.Clock.Now())
+	next.Status.PresentedAt, next.Status.State = &now, StatePropagating
+	return ctrl.Result{}, nil
+}
+
+// propagate checks (one query per record and nameserver) that the TXT
+// records are served; when they all are, and after the configured settle
+// delay, it accepts the challenges.
+func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+	for _, ch := range next.Status.Challenges {
+		if ch.Valid {
+			continue
+		}
+		ok, err := util.PreCheckDNS(ctx, ch.FQDN, ch.Key, s.opts.DNS01Nameservers, s.opts.DNS01CheckAuthoritative)
+		if err == nil && ok {
+			continue
+		}
+		if s.opts.Clock.Since(next.Status.PresentedAt.Time) > s.opts.PropagationTimeout {
+			msg := fmt.Sprintf("TXT %s not served by the nameservers within %s", ch.FQDN, s.opts.PropagationTimeout)
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			s.failInto(ctx, ci, next, ReasonPropagationTimeout, msg)
+			return ctrl.Result{}, nil
+		}
+		logr.FromContextOrDiscard(ctx).V(1).Info("TXT record not propagated yet", "fqdn", ch.FQDN, "err", err)
+		return ctrl.Result{RequeueAfter: s.opts.DNS01CheckInterval}, nil
+	}
+	if wait := next.Status.PresentedAt.Add(s.opts.DNS01Settle).Sub(s.opts.Clock.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	for _, ch := range next.Status.Challenges {
+		if ch.Valid {
+			continue
+		}
+		if _, err := cl.Accept(ctx, &acmeapi.Challenge{URI: ch.URL, Token: ch.Token, Type: "dns-01"}); err != nil {
+			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+				s.failInto(ctx, ci, next, ReasonChallengeFailed, fmt.Sprintf("the ACME server refused the challenge of %q: %v", ch.Identifier, err))
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("failed to accept the challenge of %q: %w", ch.Identifier, err)
+		}
+	}
+	next.Status.State = StateValidating
+	return ctrl.Result{RequeueAfter: s.opts.PollInterval / 2}, nil
+}
+
+// validate polls the authorizations once; when all are valid it removes
+// the TXT records and moves on, when one is invalid it fails the order.
+func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+	for i := range next.Status.Challenges {
+		ch := &next.Status.Challenges[i]
+		if ch.Valid {
+			continue
+		}
+		z, err := cl.GetAuthorization(ctx, ch.AuthorizationURL)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to get authorization %s: %w", ch.AuthorizationURL, err)
+		}
+		switch z.Status {
+		case acmeapi.StatusValid:
+			ch.Valid = true
+		case acmeapi.StatusPending, acmeapi.StatusProcessing:
+			return ctrl.Result{RequeueAfter: s.opts.PollInterval / 2}, nil
+		default:
+			detail := z.Status
+			for _, c := range z.Challenges {
+				if c.Type == "dns-01" && c.Error != nil {
+					detail = c.Error.Error()
+				}
+			}
+			s.failInto(ctx, ci, next, ReasonChallengeFailed, fmt.Sprintf("the ACME server could not validate %q: %s", ch.Identifier, detail))
+			return ctrl.Result{}, nil
+		}
+	}
+	s.cleanUp(ctx, ci, next)
+	next.Status.State = StateFinalizing
+	return ctrl.Result{}, nil
+}
+
+// finalize submits the CSR when the order is ready and fetches the
+// certificate when it is valid.
+func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *ACMEOrder) (ctrl.Result, error) {
+	o, err := cl.GetOrder(ctx, next.Status.URL)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to get the order: %w", err)
+	}
+	switch o.Status {
+	case acmeapi.StatusReady:
+		// The fork waits for the order after finalize; bounded by
+		// FinalizeWait, and Pebble's answers without a Location header end
+		// its wait at once: the next step polls the order itself.
+		fctx, cancel := context.WithTimeout(ctx, s.opts.FinalizeWait)
+		defer cancel()
+		der, certURL, err := cl.CreateOrderCert(fctx, next.Status.FinalizeURL, next.Spec.Request, true)
+		if err != nil {
+			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+				s.failInto(ctx, nil, next, ReasonCAError, fmt.Sprintf("the ACME server refused to finalize the order: %v", err))
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{RequeueAfter: s.opts.PollInterval / 2}, nil
+		}
+		s.valid(next, der, certURL)
+		return ctrl.Result{}, nil
+	case acmeapi.StatusProcessing, acmeapi.StatusPending:
+		return ctrl.Result{RequeueAfter: s.opts.PollInterval / 2}, nil
+	case acmeapi.StatusValid:
+		der, err := cl.FetchCert(ctx, o.CertURL, true)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to fetch the certificate: %w", err)
+		}
+		s.valid(next, der, o.CertURL)
+		return ctrl.Result{}, nil
+	default:
+		msg := "the order is " + o.Status
+		if o.Error != nil {
+			msg += ": " + o.Error.Error()
+		}
+		s.failInto(ctx, nil, next, ReasonCAError, msg)
+		return ctrl.Result{}, nil
+	}
+}
+
+func (s *Service) valid(next *ACMEOrder, der [][]byte, certURL string) {
+	var b strings.Builder
+	for _, d := range der {
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: d})
+	}
+	now := metav1.NewTime(s.opts.Clock.Now())
+	next.Status.State, next.Status.Certificate, next.Status.CertificateURL, next.Status.FinishedAt = StateValid, []byte(b.String()), certURL, &now
+	s.count(next.Spec.IssuerName, "valid")
+}
+
+// cleanUp removes every TXT record the order wrote; failures are logged
+// and the record kept marked, to be tried again.
+func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder) {
+	for i := range next.Status.Challenges {
+		ch := &next.Status.Challenges[i]
+		if !ch.Presented {
+			continue
+		}
+		p, err := s.provider(ctx, ci, ch.Solver)
+		if err == nil {
+			err = p.CleanUp(ch.Identifier, ch.FQDN, ch.Zone, ch.Key)
+		}
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "failed to remove TXT record", "fqdn", ch.FQDN, "zone", ch.Zone)
+			continue
+		}
+		ch.Presented = false
+	}
+}
+
+// provider builds the DNS provider of solver idx of ci.
+func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int) (dnsProvider, error) {
+	if idx < 0 || idx >= len(ci.Spec.ACME.Solvers) {
+		return nil, fmt.Errorf("ClusterIssuer %s has no solver %d any more", ci.Name, idx)
+	}
+	if s.opts.newProvider != nil {
+		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
+	}
+	return newProvider(ctx, s.hub, s.opts.Namespace, ci.Spec.ACME.Solvers[idx])
+}
+
+// done reports whether ord is Valid or Errored.
+func done(ord *ACMEOrder) bool {
+	return ord.Status.State == StateValid || ord.Status.State == StateErrored
+}
+
+// wake tells the subscribers that ord's Certificate has something to pick up.
+func (s *Service) wake(ord *ACMEOrder) {
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	for _, f := range subs {
+		f(ord.Spec.Cluster, ord.Spec.Namespace, ord.Spec.Certificate)
+	}
+}
+
+// clientCache keeps one ACME client per issuer, account and server, so
+// its directory and nonces are reused.
+type clientCache struct {
+	mu sync.Mutex
+	m  map[string]*acmeapi.Client
+}

@@ -1,0 +1,243 @@
+package acme
+
+import (
+	"context"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Defaults for Options.
+const (
+	// DefaultRequestTimeout bounds each request to the ACME server (and one
+	// order step's requests together).
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultHoldDuration is how long a replica's claim on an order lasts
+	// without renewal: after a holder's death, another replica resumes the
+	// same order this long after its last step.
+	DefaultHoldDuration = 15 * time.Second
+	// DefaultPollInterval is how often a Certificate whose order runs asks
+	// again (a finished order also wakes it at once), and the order
+	// controller polls the CA while it validates or issues (half of it).
+	DefaultPollInterval = time.Second
+	// DefaultDNS01CheckInterval is how often the propagation of the TXT
+	// records is checked.
+	DefaultDNS01CheckInterval = 500 * time.Millisecond
+	// DefaultPropagationTimeout ends an order whose TXT records never show.
+	DefaultPropagationTimeout = 10 * time.Minute
+	// DefaultFinalizeWait bounds the wait for the certificate after finalize
+	// within one step; past it, later steps poll the order.
+	DefaultFinalizeWait = 2 * time.Second
+	// DefaultOrderRetention is how long a finished order (and its key
+	// Secret) is kept for `kubectl get acmeorders` and for its Certificate
+	// to pick up.
+	DefaultOrderRetention = time.Hour
+	// DefaultRetryBase and DefaultRetryMax bound the back-off after failed
+	// orders of one issuance: 5m, 10m, 20m, 40m, then every hour.
+	DefaultRetryBase = 5 * time.Minute
+	DefaultRetryMax  = time.Hour
+	// DefaultMaxConcurrentOrders is how many order steps run at once.
+	DefaultMaxConcurrentOrders = 16
+)
+
+// Options configure the ACME service.
+type Options struct {
+	// Namespace holds the account key, EAB, solver credential Secrets and
+	// the ACMEOrders (the hub namespace). Required.
+	Namespace string
+	// Identity names this replica as an order's holder. Required for orders.
+	Identity string
+	// RequestTimeout defaults to DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// UserAgent is sent to the ACME server. Defaults to "certhub".
+	UserAgent string
+	// DNS01Nameservers are asked for zones and TXT propagation
+	// (cert-manager's --dns01-recursive-nameservers, host:port). Defaults to
+	// the system's resolvers.
+	DNS01Nameservers []string
+	// DNS01CheckAuthoritative checks propagation on each zone's
+	// authoritative nameservers (found through DNS01Nameservers, port 53)
+	// instead of on DNS01Nameservers themselves (false is cert-manager's
+	// --dns01-recursive-nameservers-only).
+	DNS01CheckAuthoritative bool
+	// DNS01CheckInterval defaults to DefaultDNS01CheckInterval.
+	DNS01CheckInterval time.Duration
+	// DNS01Settle is an extra wait after the records are written before the
+	// challenges are accepted (for DNS services whose answers lag behind
+	// their own nameservers). Default 0.
+	DNS01Settle time.Duration
+	// PropagationTimeout defaults to DefaultPropagationTimeout.
+	PropagationTimeout time.Duration
+	// HoldDuration defaults to DefaultHoldDuration.
+	HoldDuration time.Duration
+	// PollInterval defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// FinalizeWait defaults to DefaultFinalizeWait.
+	FinalizeWait time.Duration
+	// OrderRetention defaults to DefaultOrderRetention.
+	OrderRetention time.Duration
+	// RetryBase and RetryMax default to DefaultRetryBase and DefaultRetryMax.
+	RetryBase, RetryMax time.Duration
+	// MaxConcurrentOrders defaults to DefaultMaxConcurrentOrders.
+	MaxConcurrentOrders int
+	// Registerer receives the certhub_acme_* metrics. Defaults to
+	// controller-runtime's registry.
+	Registerer prometheus.Registerer
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+
+	newProvider func(s cmacme.ACMEChallengeSolver) (dnsProvider, error) // tests: a fake DNS
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.RequestTimeout, DefaultRequestTimeout)
+	def(&o.DNS01CheckInterval, DefaultDNS01CheckInterval)
+	def(&o.PropagationTimeout, DefaultPropagationTimeout)
+	def(&o.HoldDuration, DefaultHoldDuration)
+	def(&o.PollInterval, DefaultPollInterval)
+	def(&o.FinalizeWait, DefaultFinalizeWait)
+	def(&o.OrderRetention, DefaultOrderRetention)
+	def(&o.RetryBase, DefaultRetryBase)
+	def(&o.RetryMax, DefaultRetryMax)
+	if o.UserAgent == "" {
+		o.UserAgent = "certhub"
+	}
+	if o.MaxConcurrentOrders == 0 {
+		o.MaxConcurrentOrders = DefaultMaxConcurrentOrders
+	}
+	if o.Registerer == nil {
+		o.Registerer = crmetrics.Registry
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// Service is the hub's ACME: accounts, orders, and the Orderer the resolver
+// hands to certsync (Issuer).
+type Service struct {
+	hub     client.Client
+	live    client.Reader // uncached: an order is acted on only as the API server has it
+	opts    Options
+	clients clientCache
+	metrics *metrics
+
+	mu   sync.Mutex
+	subs []func(cluster, namespace, name string)
+}
+
+// SetupWithManager adds the account and order controllers of ACME
+// ClusterIssuers to the hub's manager and returns the Service.
+func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
+	if opts.Namespace == "" {
+		return nil, errors.New("acme: Namespace is required")
+	}
+	if opts.Identity == "" {
+		return nil, errors.New("acme: Identity is required")
+	}
+	opts.defaults()
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}}
+	r := &accounts{cl: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, rec: mgr.GetEventRecorder("certhub-acme")}
+	isACME := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		ci, ok := o.(*cmapi.ClusterIssuer)
+		return ok && ci.Spec.ACME != nil
+	})
+	if err := builder.ControllerManagedBy(mgr).Named("acme-account").
+		For(&cmapi.ClusterIssuer{}, builder.WithPredicates(isACME, predicate.Or(predicate.GenerationChangedPredicate{}, createOnly{}))).
+		Complete(r); err != nil {
+		return nil, err
+	}
+	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == opts.Namespace })
+	if err := builder.ControllerManagedBy(mgr).Named("acme-order").
+		For(&ACMEOrder{}, builder.WithPredicates(inNamespace)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentOrders}).
+		Complete(reconcile.Func(s.reconcileOrder)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Subscribe calls f whenever an order of a downstream Certificate finished
+// (on every replica: each queues the Certificate if it serves its cluster).
+func (s *Service) Subscribe(f func(cluster, namespace, name string)) {
+	s.mu.Lock()
+	s.subs = append(s.subs, f)
+	s.mu.Unlock()
+}
+
+// client returns the ACME client of ci's registered account.
+func (s *Service) client(ctx context.Context, ci *cmapi.ClusterIssuer) (*acmeapi.Client, error) {
+	st := ci.Status.ACME
+	if st == nil || st.URI == "" {
+		return nil, fmt.Errorf("ClusterIssuer %s: the ACME account is not registered yet", ci.Name)
+	}
+	key, err := readAccountKey(ctx, s.hub, s.opts.Namespace, ci)
+	if err != nil {
+		return nil, err
+	}
+	if h := keyHash(key); h != st.LastPrivateKeyHash {
+		return nil, fmt.Errorf("ClusterIssuer %s: the account key changed and is not registered yet", ci.Name)
+	}
+	id := ci.Name + "\x00" + ci.Spec.ACME.Server + "\x00" + st.URI + "\x00" + st.LastPrivateKeyHash
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	if c, ok := s.clients.m[id]; ok {
+		return c, nil
+	}
+	c, err := newClient(ci.Spec.ACME, key, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	c.KID = acmeapi.KeyID(st.URI)
+	c.HTTPClient.Transport = s.metrics.instrument(ci.Name, c.HTTPClient.Transport)
+	s.clients.m[id] = c
+	return c, nil
+}
+
+// readAccountKey reads (never creates) the account key of ci.
+func readAccountKey(ctx context.Context, secrets client.Reader, namespace string, ci *cmapi.ClusterIssuer) (*rsa.PrivateKey, error) {
+	ref := ci.Spec.ACME.PrivateKey
+	field := ref.Key
+	if field == "" {
+		field = DefaultAccountKeyField
+	}
+	sec := &corev1.Secret{}
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
+		return nil, fmt.Errorf("ClusterIssuer %s: account key Secret %s/%s: %w", ci.Name, namespace, ref.Name, err)
+	}
+	k, err := pki.DecodePrivateKeyBytes(sec.Data[field])
+	if err != nil {
+		return nil, fmt.Errorf("ClusterIssuer %s: account key in Secret %s/%s: %w", ci.Name, namespace, ref.Name, err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("ClusterIssuer %s: account key in Secret %s/%s is not RSA", ci.Name, namespace, ref.Name)
+	}
+	return rk, nil
+}

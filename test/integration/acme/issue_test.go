@@ -1,0 +1,209 @@
+package acme
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"testing"
+
+	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/internal/testbed/acmebed"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+// One ACME ClusterIssuer in the hub, with an rfc2136 solver whose TSIG
+// secret exists only in the hub, issues Certificates in two downstream
+// clusters: real Pebble (its default 5 % nonce rejection on, so badNonce
+// retries happen) validates DNS-01 against real BIND. The chains verify
+// against Pebble's root, one account serves both clusters, each
+// Certificate took one order, every TXT record is gone afterwards, and
+// neither the TSIG secret nor the account key is in any downstream object.
+// Bad input beside it — an http01 solver, a wrong TSIG key, a name in a
+// zone BIND does not serve — each ends in Ready=False with its reason and
+// an Event, while the good issuer keeps issuing.
+func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bed.Stop() }()
+	for _, cp := range bed.Downstreams {
+		if _, err := bed.Register(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ca.Stop() }()
+
+	hub := bed.Hub.Client
+	ns := bed.HubNamespace()
+	for name, secret := range map[string]string{"tsig": ca.TSIGSecret, "tsig-wrong": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="} {
+		if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(secret)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	solver := fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig")
+	for _, ci := range []*cmapi.ClusterIssuer{
+		fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account", solver),
+		fixture.ACMEClusterIssuer("pebble-http", ca.DirectoryURL, ca.ServerCAs, "pebble-account", func(ci *cmapi.ClusterIssuer) {
+			ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{HTTP01: &cmacme.ACMEChallengeSolverHTTP01{}}}
+		}),
+		fixture.ACMEClusterIssuer("pebble-wrong-tsig", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+			fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig-wrong")),
+	} {
+		if err := hub.Create(ctx, ci); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	o := app.NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = ns, bed.ArgoNamespace()
+	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
+	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{ca.Nameserver}, true // BIND is the zone's only server
+	hubCtx, stopHub := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
+	defer func() {
+		stopHub()
+		if err := <-done; err != nil {
+			t.Errorf("hub: %v", err)
+		}
+	}()
+	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+
+	zone := ca.Zone
+	good := []struct {
+		cp    *testbed.ControlPlane
+		crt   *cmapi.Certificate
+		names []string
+	}{
+		{bed.Downstreams[0], fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+zone)), []string{"web." + zone}},
+		{bed.Downstreams[1], fixture.Certificate("shop", "apps", "pebble", fixture.WithNames("", "apps."+zone, "*.apps."+zone)), []string{"apps." + zone, "x.apps." + zone}},
+	}
+	bad := []struct {
+		crt    *cmapi.Certificate
+		reason string
+	}{
+		{fixture.Certificate("shop", "http", "pebble-http", fixture.WithNames("", "http."+zone)), acme.ReasonUnsupportedSolver},
+		{fixture.Certificate("shop", "wrong-tsig", "pebble-wrong-tsig", fixture.WithNames("", "tsig."+zone)), acme.ReasonPresentFailed},
+		{fixture.Certificate("shop", "other-zone", "pebble", fixture.WithNames("", "www.other.invalid")), acme.ReasonSolverConfig},
+	}
+	for _, cp := range bed.Downstreams {
+		fixture.EnsureNamespace(t, cp.Client, "shop")
+	}
+	for _, b := range bad {
+		b.crt.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
+		if err := bed.Downstreams[0].Client.Create(ctx, b.crt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range good {
+		g.crt.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
+		if err := g.cp.Client.Create(ctx, g.crt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rootPEM, err := ca.Root(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	for _, g := range good {
+		fixture.WaitReady(t, g.cp.Client, client.ObjectKeyFromObject(g.crt))
+		sec := fixture.GetSecret(t, g.cp.Client, g.crt)
+		chain, err := pki.DecodeX509CertificateChainBytes(sec.Data[corev1.TLSCertKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		inter := x509.NewCertPool()
+		for _, c := range chain[1:] {
+			inter.AddCert(c)
+		}
+		for _, n := range g.names {
+			if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: inter}); err != nil {
+				t.Errorf("%s: chain does not verify for %s against Pebble's root: %v", g.crt.Name, n, err)
+			}
+		}
+		key, err := pki.DecodePrivateKeyBytes(sec.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := pki.PublicKeysEqual(key.Public(), chain[0].PublicKey); err != nil || !ok {
+			t.Errorf("%s: tls.key is not the certificate's key", g.crt.Name)
+		}
+	}
+	for _, b := range bad {
+		fixture.WaitFor(t, bed.Downstreams[0].Client, client.ObjectKeyFromObject(b.crt), "Ready=False/"+b.reason, fixture.NotReadyWith(b.reason))
+		fixture.WaitEvent(t, bed.Downstreams[0].Client, "shop", b.crt.Name, b.reason, "")
+	}
+
+	if got := ca.Count(); got.Accounts != 1 {
+		t.Errorf("Pebble holds %d accounts, want 1 (one per ClusterIssuer key, shared by every cluster)", got.Accounts)
+	}
+	orders := &acme.ACMEOrderList{}
+	if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	perCert := map[string]int{}
+	for _, o := range orders.Items {
+		perCert[o.Spec.Certificate]++
+		t.Logf("ACMEOrder %s: %s %s %s", o.Name, o.Status.State, o.Status.Reason, o.Status.Message)
+	}
+	for _, g := range good {
+		if perCert[g.crt.Name] != 1 {
+			t.Errorf("%s: %d ACMEOrders, want 1", g.crt.Name, perCert[g.crt.Name])
+		}
+	}
+	for _, fqdn := range []string{"_acme-challenge.web." + zone + ".", "_acme-challenge.apps." + zone + ".", "_acme-challenge.tsig." + zone + "."} {
+		if got := txt(t, ca.Nameserver, fqdn); len(got) != 0 {
+			t.Errorf("TXT %s = %v after issuance, want none", fqdn, got)
+		}
+	}
+
+	account := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pebble-account"}, account); err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string][]byte{"TSIG secret": []byte(ca.TSIGSecret), "account key": account.Data[corev1.TLSPrivateKeyKey]}
+	for i, cp := range bed.Downstreams {
+		for _, list := range []client.ObjectList{&corev1.SecretList{}, &corev1.ConfigMapList{}, &cmapi.CertificateList{}, &eventsv1.EventList{}, &corev1.EventList{}} {
+			if err := cp.Client.List(ctx, list); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.Marshal(list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, v := range secrets {
+				if bytes.Contains(raw, v) || bytes.Contains(raw, []byte(jsonBytes(v))) {
+					t.Errorf("downstream %d: the %s appears in a %T", i, what, list)
+				}
+			}
+		}
+	}
+}
+
+// jsonBytes is v as encoding/json writes a []byte (base64).
+func jsonBytes(v []byte) string {
+	b, _ := json.Marshal(v)
+	return string(bytes.Trim(b, `"`))
+}

@@ -83,7 +83,7 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		raw, err := base64.RawURLEncoding.DecodeString(string(hmac))
 		if err != nil {
-			return ctrl.Result{}, r.fail(ctx, ci, ReasonInvalidConfig, fmt.Errorf("External Account Binding key in Secret %s/%s is not base64url: %w", r.opts.Namespace, eab.Key.Name, err))
+			return ctrl.Result{}, r.fail(ctx, ci, ReasonInvalidConfig, fmt.Errorf("the External Account Binding key in Secret %s/%s is not base64url: %w", r.opts.Namespace, eab.Key.Name, err))
 		}
 		acct.ExternalAccountBinding = &acmeapi.ExternalAccountBinding{KID: eab.KeyID, Key: raw}
 	}

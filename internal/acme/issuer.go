@@ -80,7 +80,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		}
 	}
 	name := orderName(o.ci.Name, req, dnsNames)
-	ord := &ACMEOrder{}
+	ord := &Order{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
 	if apierrors.IsNotFound(err) {
 		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0)
@@ -147,7 +147,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		return err
 	}
 	crt := req.Certificate
-	ord := &ACMEOrder{
+	ord := &Order{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name},
 		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
 			DNSNames: dnsNames, Request: csr, Attempt: attempt},
@@ -206,7 +206,7 @@ func orderName(issuer string, req issuance.OrderRequest, dnsNames []string) stri
 }
 
 // orderKey reads the leaf key of ord and checks it is the CSR's.
-func (s *Service) orderKey(ctx context.Context, ord *ACMEOrder) (crypto.Signer, error) {
+func (s *Service) orderKey(ctx context.Context, ord *Order) (crypto.Signer, error) {
 	sec := &corev1.Secret{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ord.Namespace, Name: ord.Name}, sec); err != nil {
 		return nil, fmt.Errorf("failed to get the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
@@ -226,7 +226,7 @@ func (s *Service) orderKey(ctx context.Context, ord *ACMEOrder) (crypto.Signer, 
 }
 
 // deleteOrder removes ord and its key Secret.
-func (s *Service) deleteOrder(ctx context.Context, ord *ACMEOrder) error {
+func (s *Service) deleteOrder(ctx context.Context, ord *Order) error {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ord.Namespace, Name: ord.Name}}
 	if err := s.hub.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("failed to delete the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)

@@ -38,7 +38,7 @@ const (
 // renewal too) or by asking to be called again shortly. No step waits for
 // the CA or for DNS propagation.
 func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ord := &ACMEOrder{}
+	ord := &Order{}
 	if err := s.hub.Get(ctx, req.NamespacedName, ord); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -65,7 +65,7 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if done(ord) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: s.opts.PollInterval / 10}, nil // the cache lags; it handles the finished order
 	}
 	if ord.Status.Holder != s.opts.Identity && ord.Status.HeldUntil != nil && now.Before(ord.Status.HeldUntil.Time) {
 		return ctrl.Result{RequeueAfter: ord.Status.HeldUntil.Sub(now) + 100*time.Millisecond}, nil
@@ -117,25 +117,26 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 			s.wake(next)
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{Requeue: res.RequeueAfter == 0, RequeueAfter: res.RequeueAfter}, nil
+		// The write's own event usually comes first; this is the floor.
+		return ctrl.Result{RequeueAfter: max(res.RequeueAfter, s.opts.PollInterval/10)}, nil
 	}
 	return res, nil
 }
 
 // claim makes this replica ord's holder; false when another replica won.
-func (s *Service) claim(ctx context.Context, ord *ACMEOrder) bool {
+func (s *Service) claim(ctx context.Context, ord *Order) bool {
 	next := ord.DeepCopy()
 	return s.write(ctx, ord, next)
 }
 
 // renewDue reports whether the claim should be renewed now.
-func (s *Service) renewDue(ord *ACMEOrder, now time.Time) bool {
+func (s *Service) renewDue(ord *Order, now time.Time) bool {
 	return ord.Status.HeldUntil == nil || ord.Status.HeldUntil.Sub(now) < s.opts.HoldDuration/2
 }
 
 // write stores next's status (with the claim renewed) if ord is still
 // the version read; false on a conflict (another replica moved it).
-func (s *Service) write(ctx context.Context, ord, next *ACMEOrder) bool {
+func (s *Service) write(ctx context.Context, ord, next *Order) bool {
 	next.Status.Holder = s.opts.Identity
 	next.Status.HeldUntil = &metav1.Time{Time: s.opts.Clock.Now().Add(s.opts.HoldDuration)}
 	if next.Status.State == "" {
@@ -152,7 +153,7 @@ func (s *Service) write(ctx context.Context, ord, next *ACMEOrder) bool {
 }
 
 // fail ends ord as Errored, cleaning up whatever TXT records it wrote.
-func (s *Service) fail(ctx context.Context, ord *ACMEOrder, reason, message string) (ctrl.Result, error) {
+func (s *Service) fail(ctx context.Context, ord *Order, reason, message string) (ctrl.Result, error) {
 	next := ord.DeepCopy()
 	s.failInto(ctx, nil, next, reason, message)
 	if !s.write(ctx, ord, next) {
@@ -162,7 +163,7 @@ func (s *Service) fail(ctx context.Context, ord *ACMEOrder, reason, message stri
 	return ctrl.Result{}, nil
 }
 
-func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder, reason, message string) {
+func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order, reason, message string) {
 	if ci != nil {
 		s.cleanUp(ctx, ci, next)
 	}
@@ -174,7 +175,7 @@ func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *A
 
 // authorize asks the CA for the order (once: a retry after a crash before
 // the URL was written asks again) and records its DNS-01 challenges.
-func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
 	if next.Status.URL == "" {
 		ids := acmeapi.DomainIDs(next.Spec.DNSNames...)
 		var opts []acmeapi.OrderOption
@@ -250,7 +251,7 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 }
 
 // present writes every TXT record not written yet.
-func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if ch.Valid || ch.Presented {
@@ -275,7 +276,7 @@ func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *AC
 // propagate checks (one query per record and nameserver) that the TXT
 // records are served; when they all are, and after the configured settle
 // delay, it accepts the challenges.
-func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
 	for _, ch := range next.Status.Challenges {
 		if ch.Valid {
 			continue
@@ -316,7 +317,7 @@ func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 
 // validate polls the authorizations once; when all are valid it removes
 // the TXT records and moves on, when one is invalid it fails the order.
-func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *ACMEOrder) (ctrl.Result, error) {
+func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if ch.Valid {
@@ -349,7 +350,7 @@ func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.Cl
 
 // finalize submits the CSR when the order is ready and fetches the
 // certificate when it is valid.
-func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *ACMEOrder) (ctrl.Result, error) {
+func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *Order) (ctrl.Result, error) {
 	o, err := cl.GetOrder(ctx, next.Status.URL)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to get the order: %w", err)
@@ -390,7 +391,7 @@ func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *ACMEOr
 	}
 }
 
-func (s *Service) valid(next *ACMEOrder, der [][]byte, certURL string) {
+func (s *Service) valid(next *Order, der [][]byte, certURL string) {
 	var b strings.Builder
 	for _, d := range der {
 		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: d})
@@ -402,7 +403,7 @@ func (s *Service) valid(next *ACMEOrder, der [][]byte, certURL string) {
 
 // cleanUp removes every TXT record the order wrote; failures are logged
 // and the record kept marked, to be tried again.
-func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *ACMEOrder) {
+func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if !ch.Presented {
@@ -432,12 +433,12 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 }
 
 // done reports whether ord is Valid or Errored.
-func done(ord *ACMEOrder) bool {
+func done(ord *Order) bool {
 	return ord.Status.State == StateValid || ord.Status.State == StateErrored
 }
 
 // wake tells the subscribers that ord's Certificate has something to pick up.
-func (s *Service) wake(ord *ACMEOrder) {
+func (s *Service) wake(ord *Order) {
 	s.mu.Lock()
 	subs := s.subs
 	s.mu.Unlock()

@@ -175,7 +175,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	}
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == opts.Namespace })
 	if err := builder.ControllerManagedBy(mgr).Named("acme-order").
-		For(&ACMEOrder{}, builder.WithPredicates(inNamespace)).
+		For(&Order{}, builder.WithPredicates(inNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentOrders}).
 		Complete(reconcile.Func(s.reconcileOrder)); err != nil {
 		return nil, err

@@ -19,9 +19,10 @@ var (
 	OrderGVK = GroupVersion.WithKind("ACMEOrder")
 )
 
-// AddToScheme registers ACMEOrder and ACMEOrderList.
+// AddToScheme registers Order and OrderList as ACMEOrder and ACMEOrderList.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ACMEOrder{}, &ACMEOrderList{})
+	s.AddKnownTypeWithName(OrderGVK, &Order{})
+	s.AddKnownTypeWithName(GroupVersion.WithKind("ACMEOrderList"), &OrderList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
@@ -46,9 +47,9 @@ const (
 	StateErrored = "Errored"
 )
 
-// ACMEOrder is one ACME order for one issuance of one downstream
+// Order (kind ACMEOrder) is one ACME order for one issuance of one downstream
 // Certificate, driven by whichever replica holds it.
-type ACMEOrder struct {
+type Order struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              OrderSpec   `json:"spec"`
@@ -120,22 +121,22 @@ type Challenge struct {
 	Valid bool `json:"valid,omitempty"`
 }
 
-// ACMEOrderList is a list of ACMEOrders.
-type ACMEOrderList struct {
+// OrderList is a list of ACMEOrders.
+type OrderList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ACMEOrder `json:"items"`
+	Items           []Order `json:"items"`
 }
 
 // DeepCopyObject copies through JSON: these objects are small and few, and
 // hand-written copies drift from the fields.
-func (o *ACMEOrder) DeepCopyObject() runtime.Object { return jsonCopy(o, &ACMEOrder{}) }
+func (o *Order) DeepCopyObject() runtime.Object { return jsonCopy(o, &Order{}) }
 
 // DeepCopy returns a copy of o.
-func (o *ACMEOrder) DeepCopy() *ACMEOrder { return jsonCopy(o, &ACMEOrder{}) }
+func (o *Order) DeepCopy() *Order { return jsonCopy(o, &Order{}) }
 
 // DeepCopyObject copies through JSON.
-func (l *ACMEOrderList) DeepCopyObject() runtime.Object { return jsonCopy(l, &ACMEOrderList{}) }
+func (l *OrderList) DeepCopyObject() runtime.Object { return jsonCopy(l, &OrderList{}) }
 
 func jsonCopy[T any](in, out *T) *T {
 	if in == nil {

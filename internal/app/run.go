@@ -232,6 +232,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:    {Namespaces: secretNamespaces},
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
+			&acme.Order{}:       {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // the hub's ACME orders
 		}},
 	}, mcOpts...)
 	if err != nil {

@@ -93,7 +93,7 @@ func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 func orderPending(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
 	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending {
-		return issuance.ReasonOrderPending, c.Message, true
+		return issuance.ReasonOrderPending, "Issuing certificate as its order runs: " + c.Message, true
 	}
 	return "", "", false
 }

@@ -33,6 +33,26 @@ func testCertificate() *cmapi.Certificate {
 	}
 }
 
+// withUsages asks for client auth too: a CA that decides usages itself
+// (ACME) may issue without it.
+func withUsages(c *cmapi.Certificate) {
+	c.Spec.Usages = []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageServerAuth, cmapi.UsageClientAuth}
+}
+
+// mustRequestHash is requestHash of testCertificate changed by mutate.
+func mustRequestHash(t *testing.T, mutate func(*cmapi.Certificate)) string {
+	t.Helper()
+	c := testCertificate()
+	if mutate != nil {
+		mutate(c)
+	}
+	h, err := requestHash(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func TestTriggerChain(t *testing.T) {
 	base := testCertificate()
 	good := selfSignedSecret(t, base)
@@ -67,6 +87,21 @@ func TestTriggerChain(t *testing.T) {
 		{name: "common name changed", crt: func(c *cmapi.Certificate) { c.Spec.CommonName = "other.example.com" }, reason: ReasonIncorrectCertificate},
 		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: ReasonRenewing},
 		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: ReasonExpired},
+		{name: "ordered (ACME): usages the CA chose are no mismatch", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, withUsages)
+			return s
+		}, reason: ""},
+		{name: "ordered (ACME): usages changed since the request", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, nil)
+			return s
+		}, reason: ReasonIncorrectCertificate},
+		{name: "ordered (ACME): a DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, nil)
+			return s
+		}, reason: ReasonIncorrectCertificate},
+		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
+			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuance.ReasonOrderPending}}
+		}, reason: issuance.ReasonOrderPending},
 		{name: "cmctl renew", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered"}}
 		}, reason: ReasonManuallyTriggered},

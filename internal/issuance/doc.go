@@ -16,6 +16,10 @@
 //     or spec.ca. A ClusterIssuer's CA key pair is read from a kubernetes.io/tls
 //     Secret in the hub's cluster-resource namespace (Options.Namespace); an
 //     Issuer's from its own namespace downstream, as cert-manager does.
+//   - ACME ClusterIssuers are served by Options.ACME (internal/acme) as an
+//     Orderer: Order never waits; it returns *Pending while the order runs,
+//     an *Error with RetryAfter when it failed, and the chain with the key
+//     it generated and kept in the hub when issued.
 //
 // All x509 work is done by cert-manager's pkg/util/pki.
 package issuance

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"testing"
+	"time"
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -114,6 +115,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	created := time.Now()
 	for _, g := range good {
 		g.crt.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
 		if err := g.cp.Client.Create(ctx, g.crt); err != nil {
@@ -129,6 +131,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 	roots.AppendCertsFromPEM(rootPEM)
 	for _, g := range good {
 		fixture.WaitReady(t, g.cp.Client, client.ObjectKeyFromObject(g.crt))
+		t.Logf("%s Ready %s after the Certificates were created (polled every 100ms; not a benchmark)", g.crt.Name, time.Since(created).Round(10*time.Millisecond))
 		sec := fixture.GetSecret(t, g.cp.Client, g.crt)
 		chain, err := pki.DecodeX509CertificateChainBytes(sec.Data[corev1.TLSCertKey])
 		if err != nil {
@@ -159,7 +162,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 	if got := ca.Count(); got.Accounts != 1 {
 		t.Errorf("Pebble holds %d accounts, want 1 (one per ClusterIssuer key, shared by every cluster)", got.Accounts)
 	}
-	orders := &acme.ACMEOrderList{}
+	orders := &acme.OrderList{}
 	if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}

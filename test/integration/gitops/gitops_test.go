@@ -140,7 +140,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
 		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml",
-		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/certificate.yaml"} {
+		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/clusterissuer-acme.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)
 			if len(objs) == 0 {

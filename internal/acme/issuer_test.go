@@ -1,0 +1,155 @@
+package acme
+
+import (
+	"crypto/x509"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
+)
+
+func TestChooseSolver(t *testing.T) {
+	rfc := &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1"}}
+	sel := func(names, zones []string, labels map[string]string) cmacme.ACMEChallengeSolver {
+		return cmacme.ACMEChallengeSolver{DNS01: rfc, Selector: &cmacme.CertificateDNSNameSelector{DNSNames: names, DNSZones: zones, MatchLabels: labels}}
+	}
+	plain := cmacme.ACMEChallengeSolver{DNS01: rfc}
+	team := map[string]string{"team": "a"}
+	cases := []struct {
+		name    string
+		solvers []cmacme.ACMEChallengeSolver
+		dnsName string
+		labels  map[string]string
+		want    int
+		wantErr string
+	}{
+		{name: "no selector serves everything", solvers: []cmacme.ACMEChallengeSolver{plain}, dnsName: "a.example.test", want: 0},
+		{name: "a zone beats no selector", solvers: []cmacme.ACMEChallengeSolver{plain, sel(nil, []string{"example.test"}, nil)}, dnsName: "a.example.test", want: 1},
+		{name: "the longest zone wins", solvers: []cmacme.ACMEChallengeSolver{sel(nil, []string{"example.test"}, nil), sel(nil, []string{"b.example.test"}, nil)}, dnsName: "a.b.example.test", want: 1},
+		{name: "a zone is matched on label boundaries", solvers: []cmacme.ACMEChallengeSolver{sel(nil, []string{"ample.test"}, nil)}, dnsName: "a.example.test", wantErr: ReasonNoSolver},
+		{name: "the zone itself", solvers: []cmacme.ACMEChallengeSolver{sel(nil, []string{"example.test."}, nil)}, dnsName: "example.test", want: 0},
+		{name: "a wildcard's zone is its base", solvers: []cmacme.ACMEChallengeSolver{sel(nil, []string{"apps.example.test"}, nil)}, dnsName: "*.apps.example.test", want: 0},
+		{name: "an exact name beats the longest zone", solvers: []cmacme.ACMEChallengeSolver{sel(nil, []string{"a.example.test"}, nil), sel([]string{"a.example.test"}, nil, nil)}, dnsName: "a.example.test", want: 1},
+		{name: "labels must all match", solvers: []cmacme.ACMEChallengeSolver{sel(nil, nil, team)}, dnsName: "a.example.test", labels: map[string]string{"team": "b"}, wantErr: ReasonNoSolver},
+		{name: "matching labels beat no selector", solvers: []cmacme.ACMEChallengeSolver{plain, sel(nil, nil, team)}, dnsName: "a.example.test", labels: team, want: 1},
+		{name: "the first of equals", solvers: []cmacme.ACMEChallengeSolver{plain, plain}, dnsName: "a.example.test", want: 0},
+		{name: "no solver at all", dnsName: "a.example.test", wantErr: ReasonNoSolver},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := chooseSolver(tc.solvers, tc.dnsName, tc.labels)
+			if tc.wantErr != "" {
+				if se := (*solverError)(nil); !errors.As(err, &se) || se.reason != tc.wantErr {
+					t.Fatalf("err = %v, want reason %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("chooseSolver = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckSolverNamesWhatTheHubSupports(t *testing.T) {
+	cases := map[string]cmacme.ACMEChallengeSolver{
+		"http01":  {HTTP01: &cmacme.ACMEChallengeSolverHTTP01{}},
+		"webhook": {DNS01: &cmacme.ACMEChallengeSolverDNS01{Webhook: &cmacme.ACMEIssuerDNS01ProviderWebhook{}}},
+		"route53": {DNS01: &cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{}}},
+		"empty":   {},
+	}
+	for name, s := range cases {
+		err := checkSolver(s, 2)
+		se := (*solverError)(nil)
+		if !errors.As(err, &se) || se.reason != ReasonUnsupportedSolver {
+			t.Errorf("%s: err = %v, want %s", name, err, ReasonUnsupportedSolver)
+			continue
+		}
+		if want := SupportedSolvers; !strings.Contains(se.message, want) || !strings.Contains(se.message, "solver 2") {
+			t.Errorf("%s: message %q does not say which solver and what is supported (%q)", name, se.message, want)
+		}
+	}
+	if err := checkSolver(cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{}}}, 0); err != nil {
+		t.Errorf("rfc2136: %v", err)
+	}
+}
+
+func TestIdentifiers(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    cmapi.CertificateSpec
+		want    []string
+		wantErr bool
+	}{
+		{name: "names", spec: cmapi.CertificateSpec{DNSNames: []string{"a.test", "*.a.test"}}, want: []string{"a.test", "*.a.test"}},
+		{name: "common name added", spec: cmapi.CertificateSpec{CommonName: "c.test", DNSNames: []string{"a.test"}}, want: []string{"a.test", "c.test"}},
+		{name: "common name already there", spec: cmapi.CertificateSpec{CommonName: "a.test", DNSNames: []string{"a.test"}}, want: []string{"a.test"}},
+		{name: "IP address", spec: cmapi.CertificateSpec{DNSNames: []string{"a.test"}, IPAddresses: []string{"10.0.0.1"}}, wantErr: true},
+		{name: "URI", spec: cmapi.CertificateSpec{DNSNames: []string{"a.test"}, URIs: []string{"spiffe://x"}}, wantErr: true},
+		{name: "nothing", spec: cmapi.CertificateSpec{}, wantErr: true},
+	}
+	for _, tc := range cases {
+		got, err := identifiers(&tc.spec)
+		if tc.wantErr {
+			if ie := (*issuance.Error)(nil); !errors.As(err, &ie) || ie.Reason != ReasonUnsupportedIdentifier {
+				t.Errorf("%s: err = %v, want %s", tc.name, err, ReasonUnsupportedIdentifier)
+			}
+			continue
+		}
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+// One issuance has one order name on every replica; a different
+// Certificate, cluster, name set or replaced certificate has another.
+func TestOrderNameIsTheIssuance(t *testing.T) {
+	crt := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "Web.Front", UID: "u1"}}
+	req := issuance.OrderRequest{Cluster: "c1", Certificate: crt}
+	base := orderName("le", req, []string{"a.test", "b.test"})
+	if got := orderName("le", req, []string{"b.test", "a.test"}); got != base {
+		t.Errorf("name order changed the order name: %s vs %s", got, base)
+	}
+	if len(base) > 63 || base[:9] != "web.front" {
+		t.Errorf("order name %q: want the Certificate's name as prefix, a DNS label length", base)
+	}
+	other := func(name string, r issuance.OrderRequest, issuer string, names ...string) {
+		if got := orderName(issuer, r, names); got == base {
+			t.Errorf("%s: same order name %s", name, got)
+		}
+	}
+	other("issuer", req, "zerossl", "a.test", "b.test")
+	other("names", req, "le", "a.test")
+	other("cluster", issuance.OrderRequest{Cluster: "c2", Certificate: crt}, "le", "a.test", "b.test")
+	recreated := crt.DeepCopy()
+	recreated.UID = "u2"
+	other("recreated Certificate", issuance.OrderRequest{Cluster: "c1", Certificate: recreated}, "le", "a.test", "b.test")
+	other("renewal", issuance.OrderRequest{Cluster: "c1", Certificate: crt, Current: &x509.Certificate{SerialNumber: big.NewInt(7)}}, "le", "a.test", "b.test")
+}
+
+func TestBackoffDoublesToItsCap(t *testing.T) {
+	s := &Service{opts: Options{RetryBase: 5 * time.Minute, RetryMax: time.Hour}}
+	want := []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 40 * time.Minute, time.Hour, time.Hour}
+	for attempt, w := range want {
+		if got := s.backoff(attempt); got != w {
+			t.Errorf("backoff(%d) = %s, want %s", attempt, got, w)
+		}
+	}
+	if got := s.backoff(1000); got != time.Hour {
+		t.Errorf("backoff(1000) = %s, want the cap", got)
+	}
+}

@@ -1,0 +1,119 @@
+package acme
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/internal/testbed/acmebed"
+	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/integration/fleet"
+)
+
+// Two replica processes; the one driving an order is SIGKILLed while the
+// order waits between propagation and validation (--dns01-settle-delay
+// holds it there). The other replica takes the cluster over, resumes the
+// same ACMEOrder (the CA saw one order, not two) and issues from it; no TXT
+// record is left behind.
+func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bed.Stop() }()
+	if _, err := bed.Register(ctx, bed.Downstreams[0]); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ca.Stop() }()
+	hub, ns := bed.Hub.Client, bed.HubNamespace()
+	if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tsig"}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(ca.TSIGSecret)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
+		t.Fatal(err)
+	}
+
+	const hold = 4 * time.Second
+	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: kubeconfig, HubNamespace: ns, ArgoNamespace: bed.ArgoNamespace(),
+		Args: []string{"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only",
+			"--dns01-settle-delay", "20s", "--acme-order-hold", hold.String()}}
+	replicas := map[string]*fleet.Replica{"hub-a": cfg.Start(t, "hub-a"), "hub-b": cfg.Start(t, "hub-b")}
+	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+
+	down := bed.Downstreams[0].Client
+	fixture.EnsureNamespace(t, down, "shop")
+	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
+	if err := down.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the order's TXT record is served and the order waits out the settle delay.
+	var before acme.Order
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		orders := &acme.OrderList{}
+		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
+			return false, nil
+		}
+		before = orders.Items[0]
+		return before.Status.State == acme.StatePropagating, nil
+	})
+	if err != nil {
+		t.Fatalf("no order reached %s: %v (last %+v)", acme.StatePropagating, err, before.Status)
+	}
+	holder := replicas[before.Status.Holder]
+	if holder == nil {
+		t.Fatalf("order held by %q, not a replica of this test", before.Status.Holder)
+	}
+	if got := ca.Count().Orders; got != 1 {
+		t.Fatalf("Pebble has %d orders before the kill, want 1", got)
+	}
+	_ = holder.Stop(syscall.SIGKILL) // exits with "signal: killed"
+	if holder.Running() {
+		t.Fatalf("%s survived SIGKILL", holder.ID)
+	}
+	killed := time.Now()
+	t.Logf("killed %s holding order %s (%s)", holder.ID, before.Name, before.Status.State)
+
+	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
+	t.Logf("Ready %s after the kill (fence lease %s, order hold %s, settle delay 20s)", time.Since(killed).Round(100*time.Millisecond), fleet.FastTimings.LeaseDuration, hold)
+	after := &acme.Order{}
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(&before), after); err != nil {
+		t.Fatalf("the order the dead replica held: %v", err)
+	}
+	if after.UID != before.UID || after.Status.URL != before.Status.URL || after.Status.State != acme.StateValid {
+		t.Errorf("order after the kill: uid %s url %s state %s; want the same order (%s, %s) Valid", after.UID, after.Status.URL, after.Status.State, before.UID, before.Status.URL)
+	}
+	if after.Status.Holder == holder.ID {
+		t.Errorf("order still held by the dead replica %s", holder.ID)
+	}
+	if got := ca.Count().Orders; got != 1 {
+		t.Errorf("Pebble has %d orders, want 1: the survivor must resume the order, not place a new one", got)
+	}
+	sec := fixture.GetSecret(t, down, crt)
+	if sec.Annotations[cmapi.CertificateNameKey] != "web" || len(sec.Data[corev1.TLSCertKey]) == 0 {
+		t.Errorf("Secret %s: annotations %v, %d bytes of tls.crt", sec.Name, sec.Annotations, len(sec.Data[corev1.TLSCertKey]))
+	}
+	if got := txt(t, ca.Nameserver, "_acme-challenge.web."+ca.Zone+"."); len(got) != 0 {
+		t.Errorf("TXT left after the resumed order: %v", got)
+	}
+}

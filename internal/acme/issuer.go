@@ -79,6 +79,9 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 			return issuance.Result{}, &issuance.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
 		}
 	}
+	if _, err := limits(o.ci); err != nil {
+		return issuance.Result{}, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
+	}
 	name := orderName(o.ci.Name, req, dnsNames)
 	ord := &Order{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
@@ -125,8 +128,25 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 	}
 }
 
-// create writes the order and the Secret holding its leaf key.
+// create writes the order and the Secret holding its leaf key, once the
+// issuer's budget admits it.
 func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int) error {
+	// When it is needed at the latest, fixed per issuance so a waiter
+	// keeps its place: a first certificate soon after its Certificate was
+	// created, a renewal by the current certificate's expiry.
+	due := req.Certificate.CreationTimestamp.Add(time.Hour)
+	if req.Current != nil {
+		due = req.Current.NotAfter
+	}
+	wait, refused, err := o.s.admit(ctx, o.ci, name, due, dnsNames)
+	if err != nil {
+		return fmt.Errorf("ClusterIssuer %s budget: %w", o.ci.Name, err)
+	}
+	if wait > 0 {
+		at := o.s.opts.Clock.Now().Add(wait).UTC().Truncate(time.Second)
+		return &issuance.Pending{Reason: ReasonRateLimited, RetryAfter: min(wait, 5*time.Minute), Message: fmt.Sprintf(
+			"ClusterIssuer %s: its %q budget (the CA's rate limit, shared by every replica) is spent for now; nearest expiry first, next try at %s", o.ci.Name, refused, at.Format(time.RFC3339))}
+	}
 	key := req.Key
 	if key == nil {
 		var err error

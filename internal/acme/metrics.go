@@ -13,6 +13,7 @@ import (
 type metrics struct {
 	orders   *prometheus.CounterVec
 	requests *prometheus.HistogramVec
+	budget   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -22,8 +23,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "certhub_acme_request_duration_seconds",
 			Help:    "Requests to ACME servers by ClusterIssuer, method and HTTP status code (0: no answer).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, []string{"issuer", "method", "code"}),
+		budget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_acme_budget_remaining",
+			Help: "Tokens left in a ClusterIssuer's shared budget after this replica's last draw: limit is orders or domain:<registered domain>."}, []string{"issuer", "limit"}),
 	}
-	for _, c := range []prometheus.Collector{m.orders, m.requests} {
+	for _, c := range []prometheus.Collector{m.orders, m.requests, m.budget} {
 		if err := reg.Register(c); err != nil {
 			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 				continue // a second Service in one process (tests): the first one's series count for both

@@ -183,6 +183,11 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 			opts = append(opts, acmeapi.WithOrderProfile(p))
 		}
 		o, err := cl.AuthorizeOrder(ctx, ids, opts...)
+		if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode == http.StatusTooManyRequests {
+			wait := s.pause(ctx, ci, ae) // every replica's new orders wait too
+			logr.FromContextOrDiscard(ctx).Info("the ACME server is rate limiting; the issuer's orders pause", "order", next.Name, "retryAfter", wait, "detail", ae.Detail)
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		if err != nil {
 			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
 				s.failInto(ctx, ci, next, ReasonCAError, fmt.Sprintf("the ACME server refused the order: %v", err))
@@ -339,6 +344,7 @@ func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.Cl
 					detail = c.Error.Error()
 				}
 			}
+			s.failed(ctx, ci, []string{ch.Identifier})
 			s.failInto(ctx, ci, next, ReasonChallengeFailed, fmt.Sprintf("the ACME server could not validate %q: %s", ch.Identifier, detail))
 			return ctrl.Result{}, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -215,6 +216,7 @@ func (s *Service) client(ctx context.Context, ci *cmapi.ClusterIssuer) (*acmeapi
 		return nil, err
 	}
 	c.KID = acmeapi.KeyID(st.URI)
+	c.RetryBackoff = noWaitBackoff
 	c.HTTPClient.Transport = s.metrics.instrument(ci.Name, c.HTTPClient.Transport)
 	s.clients.m[id] = c
 	return c, nil
@@ -240,4 +242,15 @@ func readAccountKey(ctx context.Context, secrets client.Reader, namespace string
 		return nil, fmt.Errorf("ClusterIssuer %s: account key in Secret %s/%s is not RSA", ci.Name, namespace, ref.Name)
 	}
 	return rk, nil
+}
+
+// noWaitBackoff keeps the client's retries short: a bad nonce (Pebble
+// rejects 5 %) and a 5xx are retried at once a few times; a 429 is not
+// retried inside a step but handed back, so the order controller pauses
+// the budget and asks again after Retry-After instead of holding a worker.
+func noWaitBackoff(n int, _ *http.Request, res *http.Response) time.Duration {
+	if res == nil || res.StatusCode == http.StatusTooManyRequests || n > 4 {
+		return 0
+	}
+	return time.Duration(n) * 50 * time.Millisecond
 }

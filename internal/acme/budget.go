@@ -1,0 +1,243 @@
+package acme
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
+	"github.com/go-logr/logr"
+	"golang.org/x/net/publicsuffix"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/budget"
+)
+
+// LimitsAnnotation on an ACME ClusterIssuer sets its budget: the CA's rate
+// limits, as comma-separated <limit>=<count>/<period> (periods in Go's
+// duration syntax), e.g.
+//
+//	certhub.io/acme-limits: "orders=300/3h, domain=50/168h, set=5/168h, authz-failures=5/1h"
+//
+// Limits: orders (new orders per account), domain (certificates per
+// registered domain, public-suffix aware), set (certificates per exact set
+// of names), authz-failures (failed validations per name). "none" turns
+// the budget off. Without the annotation, an issuer whose server is Let's
+// Encrypt's production directory gets Let's Encrypt's published limits;
+// any other server has no budget.
+const LimitsAnnotation = "certhub.io/acme-limits"
+
+// Limit names.
+const (
+	LimitOrders        = "orders"
+	LimitDomain        = "domain"
+	LimitSet           = "set"
+	LimitAuthzFailures = "authz-failures"
+)
+
+// ReasonRateLimited is the Issuing=True reason of a Certificate waiting for
+// its issuer's budget (certsync's own budget uses the same reason).
+const ReasonRateLimited = "RateLimited"
+
+// LetsEncryptProduction is Let's Encrypt's production directory.
+const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
+
+// letsEncryptLimits are Let's Encrypt's production limits (letsencrypt.org
+// "Rate Limits", 2026-08).
+var letsEncryptLimits = map[string]budget.Limit{
+	LimitOrders:        {Capacity: 300, Period: 3 * time.Hour},
+	LimitDomain:        {Capacity: 50, Period: 7 * 24 * time.Hour},
+	LimitSet:           {Capacity: 5, Period: 7 * 24 * time.Hour},
+	LimitAuthzFailures: {Capacity: 5, Period: time.Hour},
+}
+
+// limits returns ci's budget; nil means none.
+func limits(ci *cmapi.ClusterIssuer) (map[string]budget.Limit, error) {
+	v, ok := ci.Annotations[LimitsAnnotation]
+	if !ok {
+		if strings.TrimSuffix(ci.Spec.ACME.Server, "/") == LetsEncryptProduction {
+			return letsEncryptLimits, nil
+		}
+		return nil, nil
+	}
+	v = strings.TrimSpace(v)
+	if v == "none" || v == "" {
+		return nil, nil
+	}
+	out := map[string]budget.Limit{}
+	for _, part := range strings.Split(v, ",") {
+		name, spec, ok := strings.Cut(strings.TrimSpace(part), "=")
+		count, period, ok2 := strings.Cut(spec, "/")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("%s: %q is not <limit>=<count>/<period>", LimitsAnnotation, part)
+		}
+		switch name {
+		case LimitOrders, LimitDomain, LimitSet, LimitAuthzFailures:
+		default:
+			return nil, fmt.Errorf("%s: unknown limit %q (orders, domain, set, authz-failures)", LimitsAnnotation, name)
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(count), 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %s: count %q is not a number ≥ 1", LimitsAnnotation, name, count)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(period))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s: %s: period %q is not a positive duration", LimitsAnnotation, name, period)
+		}
+		out[name] = budget.Limit{Capacity: n, Period: d}
+	}
+	return out, nil
+}
+
+// draws are the tokens one new order of dnsNames takes: one order, one per
+// registered domain, one for the exact set; and the authorization failure
+// buckets of each name must not be empty.
+func draws(lims map[string]budget.Limit, dnsNames []string) (take, check []budget.Draw) {
+	if l, ok := lims[LimitOrders]; ok {
+		take = append(take, budget.Draw{Bucket: LimitOrders, Limit: l})
+	}
+	if l, ok := lims[LimitDomain]; ok {
+		var domains []string
+		for _, n := range dnsNames {
+			d := registeredDomain(n)
+			if !slices.Contains(domains, d) {
+				domains = append(domains, d)
+				take = append(take, budget.Draw{Bucket: LimitDomain + ":" + d, Limit: l})
+			}
+		}
+	}
+	if l, ok := lims[LimitSet]; ok {
+		take = append(take, budget.Draw{Bucket: LimitSet + ":" + setHash(dnsNames), Limit: l})
+	}
+	if l, ok := lims[LimitAuthzFailures]; ok {
+		for _, n := range dnsNames {
+			check = append(check, budget.Draw{Bucket: LimitAuthzFailures + ":" + strings.TrimPrefix(n, "*."), Limit: l})
+		}
+	}
+	return take, check
+}
+
+// registeredDomain is the name's public suffix plus one label.
+func registeredDomain(name string) string {
+	name = strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(name), "*."), ".")
+	if d, err := publicsuffix.EffectiveTLDPlusOne(name); err == nil {
+		return d
+	}
+	return name
+}
+
+// setHash names an exact set of identifiers, order and case aside.
+func setHash(names []string) string {
+	s := make([]string, 0, len(names))
+	for _, n := range names {
+		s = append(s, strings.ToLower(n))
+	}
+	slices.Sort(s)
+	s = slices.Compact(s)
+	sum := sha256.Sum256([]byte(strings.Join(s, ",")))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ledger returns the budget ledger of ci (a ConfigMap in the hub namespace).
+func (s *Service) ledger(ci *cmapi.ClusterIssuer) *budget.Ledger {
+	return budget.NewLedger(s.hub, s.live, client.ObjectKey{Namespace: s.opts.Namespace, Name: "certhub-acme-budget-" + ci.Name}, s.opts.Clock)
+}
+
+// admit takes the budget of a new order; it returns 0 when admitted, else
+// how long to wait and which limit refused.
+func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key string, due time.Time, dnsNames []string) (time.Duration, string, error) {
+	lims, err := limits(ci)
+	if err != nil || lims == nil {
+		return 0, "", err
+	}
+	take, check := draws(lims, dnsNames)
+	l := s.ledger(ci)
+	wait, refused, err := l.Take(ctx, key, due, take)
+	if err != nil || wait > 0 {
+		return wait, refused, err
+	}
+	// The failure buckets are looked at, not drawn from: a failure draws.
+	if len(check) > 0 {
+		rem, err := l.Remaining(ctx, limitsOf(check))
+		if err != nil {
+			return 0, "", err
+		}
+		for _, c := range check {
+			if v, ok := rem[c.Bucket]; ok && v < 1 {
+				_ = l.Give(ctx, take)
+				w := time.Duration((1 - v) / c.Limit.Capacity * float64(c.Limit.Period))
+				return max(w, time.Second), c.Bucket, nil
+			}
+		}
+	}
+	s.reportBudget(ctx, ci, l, take)
+	return 0, "", nil
+}
+
+// failed draws one token of each name's authorization failure bucket.
+func (s *Service) failed(ctx context.Context, ci *cmapi.ClusterIssuer, dnsNames []string) {
+	lims, err := limits(ci)
+	if err != nil || lims == nil {
+		return
+	}
+	_, check := draws(lims, dnsNames)
+	if len(check) == 0 {
+		return
+	}
+	if err := s.ledger(ci).Spend(ctx, check); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "failed to record an authorization failure in the budget", "issuer", ci.Name)
+	}
+}
+
+// pause stops ci's orders bucket for everyone after a 429 from the CA.
+func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmeapi.Error) time.Duration {
+	wait := time.Minute
+	if err.Header != nil {
+		if v := err.Header.Get("Retry-After"); v != "" {
+			if n, perr := strconv.Atoi(v); perr == nil {
+				wait = time.Duration(n) * time.Second
+			} else if t, perr := http.ParseTime(v); perr == nil {
+				wait = t.Sub(s.opts.Clock.Now())
+			}
+		}
+	}
+	wait = max(wait, time.Second)
+	lims, lerr := limits(ci)
+	l, ok := lims[LimitOrders]
+	if lerr != nil || !ok {
+		l = budget.Limit{Capacity: 1, Period: time.Hour} // the CA limits without a budget here: pause anyway
+	}
+	if perr := s.ledger(ci).Pause(ctx, budget.Draw{Bucket: LimitOrders, Limit: l}, s.opts.Clock.Now().Add(wait)); perr != nil {
+		logr.FromContextOrDiscard(ctx).Error(perr, "failed to pause the issuer's budget", "issuer", ci.Name)
+	}
+	return wait
+}
+
+func limitsOf(draws []budget.Draw) map[string]budget.Limit {
+	m := map[string]budget.Limit{}
+	for _, d := range draws {
+		m[d.Bucket] = d.Limit
+	}
+	return m
+}
+
+// reportBudget sets certhub_acme_budget_remaining for the orders bucket and
+// the registered domains just drawn from.
+func (s *Service) reportBudget(ctx context.Context, ci *cmapi.ClusterIssuer, l *budget.Ledger, take []budget.Draw) {
+	rem, err := l.Remaining(ctx, limitsOf(take))
+	if err != nil {
+		return
+	}
+	for _, d := range take {
+		if d.Bucket == LimitOrders || strings.HasPrefix(d.Bucket, LimitDomain+":") {
+			s.metrics.budget.WithLabelValues(ci.Name, d.Bucket).Set(rem[d.Bucket])
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package budget
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+var (
+	key      = types.NamespacedName{Namespace: "certhub", Name: "budget"}
+	perHour3 = Limit{Capacity: 3, Period: time.Hour} // one token per 20 minutes
+	orders   = Draw{Bucket: "orders", Limit: perHour3}
+)
+
+func newTestLedger(t *testing.T) (*Ledger, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	c := fake.NewClientBuilder().Build()
+	return NewLedger(c, c, key, clk), clk
+}
+
+func TestLedger(t *testing.T) {
+	ctx := context.Background()
+	type step struct {
+		advance time.Duration
+		key     string
+		due     time.Duration // from now; 0 means in a week
+		draws   []Draw
+		pause   time.Duration // instead of Take: pause orders for this long
+		give    bool          // instead of Take: give a token back to draws
+		// want
+		admitted bool
+		refused  string
+		wait     time.Duration // when refused, at least this long
+	}
+	other := Draw{Bucket: "set:abc", Limit: Limit{Capacity: 1, Period: time.Hour}}
+	week := 7 * 24 * time.Hour
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "a full bucket admits its capacity, then says when the next token comes", steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true},
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "d", draws: []Draw{orders}, refused: "orders", wait: 20 * time.Minute},
+			{advance: 20 * time.Minute, key: "d", draws: []Draw{orders}, admitted: true},
+		}},
+		{name: "all or none: an empty bucket leaves the others untouched", steps: []step{
+			{key: "a", draws: []Draw{orders, other}, admitted: true},
+			{key: "b", draws: []Draw{orders, other}, refused: "set:abc", wait: time.Hour},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "d", draws: []Draw{orders}, admitted: true},
+			{key: "e", draws: []Draw{orders}, refused: "orders"},
+		}},
+		{name: "the nearest due goes first", steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true},
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "late", due: 2 * week, draws: []Draw{orders}, refused: "orders"},
+			{key: "soon", due: week, draws: []Draw{orders}, refused: "orders"},
+			{advance: 20 * time.Minute, key: "late", due: 2 * week, draws: []Draw{orders}, refused: "orders"}, // one token, "soon" is ahead
+			{key: "soon", due: week, draws: []Draw{orders}, admitted: true},
+			{advance: 20 * time.Minute, key: "late", due: 2 * week, draws: []Draw{orders}, admitted: true},
+		}},
+		{name: "an overdue caller is not held behind the queue", steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true},
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "soon", due: time.Minute, draws: []Draw{orders}, refused: "orders"},
+			{advance: 20 * time.Minute, key: "overdue", due: -time.Second, draws: []Draw{orders}, admitted: true},
+		}},
+		{name: "a waiter that stops asking is forgotten after its wait and StaleAfter", steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true},
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "gone", due: time.Hour, draws: []Draw{orders}, refused: "orders"},
+			{advance: 20 * time.Minute, key: "late", due: 2 * week, draws: []Draw{orders}, refused: "orders"}, // "gone" is still expected back
+			{advance: StaleAfter + time.Second, key: "late", due: 2 * week, draws: []Draw{orders}, admitted: true},
+		}},
+		{name: "a pause (429 Retry-After) stops the bucket for everyone, full or not", steps: []step{
+			{pause: 10 * time.Minute},
+			{key: "a", draws: []Draw{orders}, refused: "orders", wait: 10 * time.Minute},
+			{advance: 10 * time.Minute, key: "a", draws: []Draw{orders}, admitted: true},
+		}},
+		{name: "a token given back is there again, never above capacity", steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true},
+			{give: true, draws: []Draw{orders}},
+			{give: true, draws: []Draw{orders}},
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, admitted: true},
+			{key: "d", draws: []Draw{orders}, admitted: true},
+			{key: "e", draws: []Draw{orders}, refused: "orders"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, clk := newTestLedger(t)
+			for i, s := range tc.steps {
+				clk.Step(s.advance)
+				switch {
+				case s.pause > 0:
+					if err := l.Pause(ctx, orders, clk.Now().Add(s.pause)); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				case s.give:
+					if err := l.Give(ctx, s.draws); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				due := s.due
+				if due == 0 {
+					due = week
+				}
+				wait, refused, err := l.Take(ctx, s.key, clk.Now().Add(due), s.draws)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if s.admitted != (wait == 0) || refused != s.refused {
+					t.Fatalf("step %d (%s): wait %s refused %q; want admitted %v refused %q", i, s.key, wait, refused, s.admitted, s.refused)
+				}
+				if !s.admitted && wait < s.wait {
+					t.Errorf("step %d (%s): wait %s, want at least %s", i, s.key, wait, s.wait)
+				}
+			}
+		})
+	}
+}
+
+// Replicas taking from one ledger at once never take more than it holds.
+func TestLedgerIsSharedByConcurrentReplicas(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	c := fake.NewClientBuilder().Build()
+	limit := Draw{Bucket: "orders", Limit: Limit{Capacity: 10, Period: 1000 * time.Hour}}
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for r := range 4 {
+		l := NewLedger(c, c, key, clk) // one per replica
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				wait, _, err := l.Take(ctx, string(rune('a'+r))+string(rune('0'+i)), clk.Now().Add(-time.Second), []Draw{limit})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if wait == 0 {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 10 {
+		t.Errorf("4 replicas × 10 takes from a 10-token bucket admitted %d, want 10", admitted)
+	}
+	rem, err := NewLedger(c, c, key, clk).Remaining(ctx, map[string]Limit{"orders": limit.Limit})
+	if err != nil || rem["orders"] > 0.01 {
+		t.Errorf("remaining %v (%v), want 0", rem, err)
+	}
+}

@@ -1,0 +1,104 @@
+package acmebed
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Proxy is an HTTPS reverse proxy in front of Pebble (which has no rate
+// limits) that counts the new orders reaching it and can answer some with
+// 429 rateLimited, as a CA's limits would.
+type Proxy struct {
+	// DirectoryURL is Pebble's directory through the proxy; ServerCA
+	// trusts the proxy's listener (a ClusterIssuer's caBundle).
+	DirectoryURL string
+	ServerCA     []byte
+
+	srv    *httptest.Server
+	inject func(attempt int) (retryAfter time.Duration, limited bool)
+
+	mu       sync.Mutex
+	attempts int
+	orders   []time.Time // new orders Pebble accepted, when
+	limited  int
+}
+
+// StartProxy starts a Proxy. inject, when set, is asked for every new
+// order request (attempt counts from 1) whether to answer it 429 with
+// Retry-After instead of passing it on.
+func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, limited bool)) (*Proxy, error) {
+	target, err := url.Parse(b.DirectoryURL)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b.ServerCAs)
+	p := &Proxy{inject: inject}
+	rp := &httputil.ReverseProxy{
+		// Pebble builds every URL it answers with from the request's Host:
+		// keeping the proxy's makes the client stay on the proxy.
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&url.URL{Scheme: target.Scheme, Host: target.Host})
+			r.Out.Host = r.In.Host
+		},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		ModifyResponse: func(res *http.Response) error {
+			if res.Request.Method == http.MethodPost && res.Request.URL.Path == "/order-plz" && res.StatusCode == http.StatusCreated {
+				p.mu.Lock()
+				p.orders = append(p.orders, time.Now())
+				p.mu.Unlock()
+			}
+			return nil
+		},
+	}
+	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
+			p.mu.Lock()
+			p.attempts++
+			n := p.attempts
+			p.mu.Unlock()
+			if p.inject != nil {
+				if wait, limited := p.inject(n); limited {
+					p.mu.Lock()
+					p.limited++
+					p.mu.Unlock()
+					w.Header().Set("Content-Type", "application/problem+json")
+					w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+					w.WriteHeader(http.StatusTooManyRequests)
+					_, _ = fmt.Fprintf(w, `{"type":"urn:ietf:params:acme:error:rateLimited","detail":"injected by the test proxy: too many new orders","status":429}`)
+					return
+				}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	p.DirectoryURL = p.srv.URL + "/dir"
+	p.ServerCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
+	return p, nil
+}
+
+// Orders returns when Pebble accepted each new order that came through.
+func (p *Proxy) Orders() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.orders...)
+}
+
+// Limited is how many new order requests the proxy answered 429.
+func (p *Proxy) Limited() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.limited
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() { p.srv.Close() }

@@ -293,9 +293,11 @@ func TestShardedReplicas(t *testing.T) {
 
 // Three replicas with --issuance-rate=4 (certificates per second for the
 // whole hub; each replica admits its share, by the clusters it owns) issue
-// 96 new Certificates over the six clusters no faster than 4/s + 10 % (a
-// window long enough that the buckets' first second of tokens does not count), and
-// the held-back ones say so (Issuing=True, reason RateLimited).
+// 96 new Certificates over the six clusters within the budget: in every
+// window of Ready times, no more than the rate allows over it plus the
+// buckets' first second of tokens and a slack for issuance latency (three
+// replicas each admitting the whole rate would issue 3× as many); and the
+// held-back ones say so (Issuing=True, reason RateLimited).
 func TestIssuanceRateAcrossReplicas(t *testing.T) {
 	const rate, perCluster, ns = 4.0, 16, "budget"
 	ctx := context.Background()
@@ -358,8 +360,16 @@ func TestIssuanceRateAcrossReplicas(t *testing.T) {
 	measured := float64(len(times)-1) / span.Seconds()
 	t.Logf("%d Certificates Ready over %s: %.2f/s with --issuance-rate=%v (3 replicas); RateLimited seen %d times while polling",
 		len(times), span.Round(10*time.Millisecond), measured, rate, rateLimited)
-	if measured > rate*1.1 {
-		t.Errorf("measured %.2f certificates/s, budget %v + 10 %%", measured, rate)
+	const slack = 2 * time.Second // Ready is observed a variable time after admission
+	for i := range times {
+		for j := i; j < len(times); j++ {
+			window := times[j].Sub(times[i])
+			if allowed := int(rate*(window+slack).Seconds() + rate); j-i+1 > allowed {
+				t.Errorf("%d Certificates Ready within %s; --issuance-rate=%v allows %d (with a second of burst and %s of slack)", j-i+1, window.Round(10*time.Millisecond), rate, allowed, slack)
+				i = len(times) // one report is enough
+				break
+			}
+		}
 	}
 	if rateLimited == 0 {
 		t.Error("no Certificate ever showed Issuing=True, reason RateLimited")

@@ -139,19 +139,28 @@ func (r *accounts) accountKey(ctx context.Context, ci *cmapi.ClusterIssuer) (*rs
 	} else if err != nil {
 		return nil, ReasonRegisterFailed, fmt.Errorf("failed to get account key Secret %s/%s: %w", r.opts.Namespace, ref.Name, err)
 	}
+	rk, err := decodeAccountKey(sec, field)
+	if err != nil {
+		return nil, ReasonInvalidConfig, err
+	}
+	return rk, "", nil
+}
+
+// decodeAccountKey reads the RSA account key in field of sec.
+func decodeAccountKey(sec *corev1.Secret, field string) (*rsa.PrivateKey, error) {
 	raw := sec.Data[field]
 	if len(raw) == 0 {
-		return nil, ReasonInvalidConfig, fmt.Errorf("account key Secret %s/%s has no key %q", r.opts.Namespace, ref.Name, field)
+		return nil, fmt.Errorf("account key Secret %s/%s has no key %q", sec.Namespace, sec.Name, field)
 	}
 	k, err := pki.DecodePrivateKeyBytes(raw)
 	if err != nil {
-		return nil, ReasonInvalidConfig, fmt.Errorf("account private key in Secret %s/%s is invalid: %w", r.opts.Namespace, ref.Name, err)
+		return nil, fmt.Errorf("account private key in Secret %s/%s is invalid: %w", sec.Namespace, sec.Name, err)
 	}
 	rk, ok := k.(*rsa.PrivateKey)
 	if !ok {
-		return nil, ReasonInvalidConfig, fmt.Errorf("ACME private key in %s/%s is not of type RSA", r.opts.Namespace, ref.Name)
+		return nil, fmt.Errorf("ACME private key in %s/%s is not of type RSA", sec.Namespace, sec.Name)
 	}
-	return rk, "", nil
+	return rk, nil
 }
 
 // createKey writes a new RSA-2048 account key (cert-manager's choice);

@@ -189,7 +189,7 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		if err != nil {
-			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+			if refused(err) {
 				s.failInto(ctx, ci, next, ReasonCAError, fmt.Sprintf("the ACME server refused the order: %v", err))
 				return ctrl.Result{}, nil
 			}
@@ -309,7 +309,7 @@ func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 			continue
 		}
 		if _, err := cl.Accept(ctx, &acmeapi.Challenge{URI: ch.URL, Token: ch.Token, Type: "dns-01"}); err != nil {
-			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+			if refused(err) {
 				s.failInto(ctx, ci, next, ReasonChallengeFailed, fmt.Sprintf("the ACME server refused the challenge of %q: %v", ch.Identifier, err))
 				return ctrl.Result{}, nil
 			}
@@ -370,7 +370,7 @@ func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *Order)
 		defer cancel()
 		der, certURL, err := cl.CreateOrderCert(fctx, next.Status.FinalizeURL, next.Spec.Request, true)
 		if err != nil {
-			if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests {
+			if refused(err) {
 				s.failInto(ctx, nil, next, ReasonCAError, fmt.Sprintf("the ACME server refused to finalize the order: %v", err))
 				return ctrl.Result{}, nil
 			}
@@ -436,6 +436,13 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
 	return newProvider(ctx, s.hub, s.opts.Namespace, ci.Spec.ACME.Solvers[idx])
+}
+
+// refused reports whether the CA answered err with a 4xx other than 429:
+// asking again cannot help.
+func refused(err error) bool {
+	ae := (*acmeapi.Error)(nil)
+	return errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusTooManyRequests
 }
 
 // done reports whether ord is Valid or Errored.

@@ -11,7 +11,6 @@ import (
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -233,13 +232,9 @@ func readAccountKey(ctx context.Context, secrets client.Reader, namespace string
 	if err := secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
 		return nil, fmt.Errorf("ClusterIssuer %s: account key Secret %s/%s: %w", ci.Name, namespace, ref.Name, err)
 	}
-	k, err := pki.DecodePrivateKeyBytes(sec.Data[field])
+	rk, err := decodeAccountKey(sec, field)
 	if err != nil {
-		return nil, fmt.Errorf("ClusterIssuer %s: account key in Secret %s/%s: %w", ci.Name, namespace, ref.Name, err)
-	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("ClusterIssuer %s: account key in Secret %s/%s is not RSA", ci.Name, namespace, ref.Name)
+		return nil, fmt.Errorf("ClusterIssuer %s: %w", ci.Name, err)
 	}
 	return rk, nil
 }

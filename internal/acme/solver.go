@@ -3,6 +3,7 @@ package acme
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
@@ -59,7 +60,7 @@ func chooseSolver(solvers []cmacme.ACMEChallengeSolver, dnsName string, labels m
 			}
 			score[2] = len(sel.MatchLabels)
 			if len(sel.DNSNames) > 0 {
-				ok = ok && contains(sel.DNSNames, dnsName)
+				ok = ok && slices.Contains(sel.DNSNames, dnsName)
 				score[0] = 1
 			}
 			if len(sel.DNSZones) > 0 && score[0] == 0 {
@@ -91,15 +92,6 @@ func less(a, b [3]int) bool {
 	for i := range a {
 		if a[i] != b[i] {
 			return a[i] < b[i]
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
 		}
 	}
 	return false

@@ -56,9 +56,7 @@ const RequestHashAnnotation = "certhub.io/request-hash"
 // requestHash digests the request cert-manager would build from spec:
 // subject and extensions (names, usages, basic constraints).
 func requestHash(crt *cmapi.Certificate) (string, error) {
-	csr, err := pki.GenerateCSR(crt, pki.WithUseLiteralSubject(crt.Spec.LiteralSubject != ""),
-		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0), pki.WithNameConstraints(crt.Spec.NameConstraints != nil),
-		pki.WithEncodeBasicConstraintsInRequest(crt.Spec.IsCA))
+	csr, err := generateCSR(crt)
 	if err != nil {
 		return "", err
 	}

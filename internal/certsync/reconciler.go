@@ -807,11 +807,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot generate private key: %v", err))
 		}
 	}
-	var encoding cmapi.PrivateKeyEncoding
-	if crt.Spec.PrivateKey != nil {
-		encoding = crt.Spec.PrivateKey.Encoding
-	}
-	keyPEM, err := pki.EncodePrivateKey(key, encoding)
+	keyPEM, err := encodeKey(crt, key)
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
@@ -871,11 +867,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 	if res.PrivateKey == nil {
 		return reconcile.Result{}, errors.New("the orderer returned a certificate without its private key")
 	}
-	var encoding cmapi.PrivateKeyEncoding
-	if crt.Spec.PrivateKey != nil {
-		encoding = crt.Spec.PrivateKey.Encoding
-	}
-	keyPEM, err := pki.EncodePrivateKey(res.PrivateKey, encoding)
+	keyPEM, err := encodeKey(crt, res.PrivateKey)
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
@@ -907,6 +899,15 @@ func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secr
 	}
 	r.eventf(t, crt, corev1.EventTypeNormal, ReasonIssuing, "The certificate has been successfully issued")
 	return r.setReady(ctx, t, cert, 1)
+}
+
+// encodeKey is key in the encoding crt asks for (PKCS#1 by default).
+func encodeKey(crt *cmapi.Certificate, key crypto.Signer) ([]byte, error) {
+	var encoding cmapi.PrivateKeyEncoding
+	if crt.Spec.PrivateKey != nil {
+		encoding = crt.Spec.PrivateKey.Encoding
+	}
+	return pki.EncodePrivateKey(key, encoding)
 }
 
 // largeKey reports whether crt needs an RSA key of 4096 bits or more

@@ -9,13 +9,9 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/fleet"
 )
@@ -29,25 +25,8 @@ import (
 func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = bed.Stop() }()
-	for _, cp := range bed.Downstreams {
-		if _, err := bed.Register(ctx, cp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeconfig, err := bed.Hub.WriteKubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ca.Stop() }()
+	bed := startIssuanceBed(ctx, t, 2)
+	ca, kubeconfig := bed.CA, bed.Kubeconfig
 	proxy, err := ca.StartProxy(func(attempt int) (time.Duration, bool) { return 3 * time.Second, attempt == 2 })
 	if err != nil {
 		t.Fatal(err)
@@ -56,9 +35,6 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 
 	const capacity, refill = 2, 10 * time.Second
 	hub, ns := bed.Hub.Client, bed.HubNamespace()
-	if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tsig"}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(ca.TSIGSecret)}}); err != nil {
-		t.Fatal(err)
-	}
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", proxy.DirectoryURL, proxy.ServerCA, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
 			ci.Annotations = map[string]string{acme.LimitsAnnotation: fmt.Sprintf("orders=%d/%s", capacity, capacity*refill)}

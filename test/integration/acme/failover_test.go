@@ -9,13 +9,10 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/integration/fleet"
 )
@@ -28,27 +25,9 @@ import (
 func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = bed.Stop() }()
-	if _, err := bed.Register(ctx, bed.Downstreams[0]); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := bed.Hub.WriteKubeconfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ca.Stop() }()
+	bed := startIssuanceBed(ctx, t, 1)
+	ca, kubeconfig := bed.CA, bed.Kubeconfig
 	hub, ns := bed.Hub.Client, bed.HubNamespace()
-	if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tsig"}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(ca.TSIGSecret)}}); err != nil {
-		t.Fatal(err)
-	}
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
 		t.Fatal(err)
@@ -69,7 +48,7 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	}
 	// Wait until the order's TXT record is served and the order waits out the settle delay.
 	var before acme.Order
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		orders := &acme.OrderList{}
 		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
 			return false, nil

@@ -14,13 +14,11 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -37,29 +35,11 @@ import (
 func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = bed.Stop() }()
-	for _, cp := range bed.Downstreams {
-		if _, err := bed.Register(ctx, cp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ca.Stop() }()
-
+	bed := startIssuanceBed(ctx, t, 2)
+	ca := bed.CA
 	hub := bed.Hub.Client
 	ns := bed.HubNamespace()
-	for name, secret := range map[string]string{"tsig": ca.TSIGSecret, "tsig-wrong": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="} {
-		if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(secret)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bed.createTSIGSecret(ctx, t, "tsig-wrong", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
 	solver := fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig")
 	for _, ci := range []*cmapi.ClusterIssuer{
 		fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account", solver),

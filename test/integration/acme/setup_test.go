@@ -1,0 +1,59 @@
+package acme
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/internal/testbed/acmebed"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+// issuanceBed is what the issuing tests start: a hub with downstreams
+// registered clusters, Pebble (PEBBLE_VA_NOSLEEP=1, default nonce
+// rejection) + BIND, BIND's TSIG secret in the hub Secret "tsig", and an
+// admin kubeconfig of the hub for replica processes. The test's cleanup
+// stops them all.
+type issuanceBed struct {
+	*testbed.Bed
+	CA         *acmebed.Bed
+	Kubeconfig string
+}
+
+func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issuanceBed {
+	t.Helper()
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.Stop() })
+	for _, cp := range bed.Downstreams {
+		if _, err := bed.Register(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ca.Stop() })
+	b := &issuanceBed{Bed: bed, CA: ca, Kubeconfig: kubeconfig}
+	b.createTSIGSecret(ctx, t, "tsig", ca.TSIGSecret)
+	return b
+}
+
+// createTSIGSecret writes a TSIG secret (key fixture.TSIGSecretKey) in the hub namespace.
+func (b *issuanceBed) createTSIGSecret(ctx context.Context, t *testing.T, name, secret string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.HubNamespace(), Name: name}, Data: map[string][]byte{fixture.TSIGSecretKey: []byte(secret)}}
+	if err := b.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -60,7 +60,8 @@ type report struct {
 	Checks          []string `json:"invariantsChecked"`
 }
 
-func TestChaos(t *testing.T) {
+func TestChaos(tt *testing.T) {
+	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	ctx := context.Background()
 	rep := report{Seed: *seed, Clusters: len(bed.Downstreams), Replicas: 3, DurationSeconds: duration.Seconds()}
 	if rep.Seed == 0 {
@@ -322,7 +323,7 @@ type found struct {
 // verifies against the CA and matches its current spec (DNS names, key), and
 // none was issued more often than its spec changes required (audited
 // distinct certificates and status.revision).
-func checkIssuedForSpec(t *testing.T, all []found, audit *fleet.Auditor, rep *report) {
+func checkIssuedForSpec(t testing.TB, all []found, audit *fleet.Auditor, rep *report) {
 	t.Helper()
 	if len(all) != *certs {
 		t.Errorf("%d Certificates downstream, want %d", len(all), *certs)
@@ -357,7 +358,7 @@ func checkIssuedForSpec(t *testing.T, all []found, audit *fleet.Auditor, rep *re
 }
 
 // checkNoSecretLost: no managed Secret was deleted (nothing in the run deletes one).
-func checkNoSecretLost(t *testing.T, audit *fleet.Auditor, rep *report) {
+func checkNoSecretLost(t testing.TB, audit *fleet.Auditor, rep *report) {
 	t.Helper()
 	if del := audit.Deleted(); len(del) > 0 {
 		t.Errorf("managed Secrets deleted during the run: %v", del)
@@ -372,7 +373,7 @@ func checkNoSecretLost(t *testing.T, audit *fleet.Auditor, rep *report) {
 // cluster waits for it. Gaps overlapping those outages are reported with how
 // long after the outage the cluster was owned again, which must be within
 // the inventory's reconnect cap + the bound.
-func checkOwnershipGaps(t *testing.T, samples []fleet.Sample, timings fleet.Timings, outageWin, hubWin *window, rep *report) {
+func checkOwnershipGaps(t testing.TB, samples []fleet.Sample, timings fleet.Timings, outageWin, hubWin *window, rep *report) {
 	t.Helper()
 	bound := timings.LeaseDuration + 2*time.Second
 	afterFault := inventory.DefaultMaxReconnectDelay + bound
@@ -417,7 +418,7 @@ const stableFor = 5 * time.Second
 // expectQuiet checks the stability invariant on the converged fleet: for
 // quiet, the auditor sees no new certificate in any managed Secret, and
 // afterwards every Certificate still has the revision it converged with.
-func expectQuiet(t *testing.T, all []found, audit *fleet.Auditor, quiet time.Duration) {
+func expectQuiet(t testing.TB, all []found, audit *fleet.Auditor, quiet time.Duration) {
 	t.Helper()
 	before := audit.Issuances()
 	deadline := time.Now().Add(quiet)
@@ -442,7 +443,7 @@ func expectQuiet(t *testing.T, all []found, audit *fleet.Auditor, quiet time.Dur
 
 // waitConverged waits until every Certificate in every cluster is issued for
 // its current spec, and returns them.
-func waitConverged(t *testing.T, timeout time.Duration) []found {
+func waitConverged(t testing.TB, timeout time.Duration) []found {
 	t.Helper()
 	var all []found
 	var pending []string

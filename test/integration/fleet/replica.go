@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,14 +60,58 @@ func freeAddr(t testing.TB) string {
 	return a
 }
 
-// FreeAddr returns a loopback address with a port free at the moment.
+// FreeAddr returns a loopback address with a port free at the moment,
+// never the same one twice in a process. The port lies below the kernel's
+// ephemeral range when it can: ports from that range are what bind(":0")
+// hands out and what every outgoing connection takes, so under the
+// connection churn of a fleet test one could be taken between this check
+// and the replica's own bind (which then exits: "address already in use").
 func FreeAddr() (string, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if low := ephemeralLow(); low-minPort > 1000 {
+		for range 200 {
+			p := minPort + rand.IntN(low-minPort)
+			if portsGiven[p] {
+				continue
+			}
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue
+			}
+			_ = l.Close()
+			portsGiven[p] = true
+			return l.Addr().String(), nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// minPort is the lowest port FreeAddr hands out.
+const minPort = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
+// 32768 when it cannot be read).
+func ephemeralLow() int {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(raw), &low, &high); err != nil {
+		return 32768
+	}
+	return low
 }
 
 // TryStart starts replica id. The test's cleanup stops it (SIGTERM) if it

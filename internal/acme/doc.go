@@ -32,6 +32,18 @@
 // orders wake their Certificate (Subscribe) on every replica and are
 // deleted, with their key, after OrderRetention.
 //
+// Identical requests (opt-in, ShareAnnotation) share one order: its name
+// then hashes the request (names, subject, extensions, key parameters,
+// replaced serial) instead of the Certificate, so every Certificate asking
+// the same reaches the same order and gets its certificate and key.
+//
+// Renewal information (ARI, ari.go): RenewalTime is certsync's
+// RenewalAdvisor; it answers from a per-replica cache refreshed in the
+// background after the CA's Retry-After (at most RenewalInfoInterval) and
+// wakes the Certificate when the CA's window moved. A renewal's first
+// order carries "replaces" and takes no budget (Let's Encrypt exempts it);
+// refused, it is ordered as new and takes its budget then.
+//
 // Contract: SetupWithManager(mgr, Options) adds both controllers to the
 // hub's manager; the package writes only the account key Secret (create),
 // ClusterIssuer status, ACMEOrders and their key Secrets, all in the hub.

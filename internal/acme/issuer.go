@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,10 +85,16 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		return issuance.Result{}, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
 	}
 	name := orderName(o.ci.Name, req, dnsNames)
+	shared := sharesIdentical(o.ci) && req.Key == nil // a key kept by rotationPolicy Never is this Certificate's alone
+	if shared {
+		if name, err = sharedOrderName(o.ci.Name, req, dnsNames); err != nil {
+			return issuance.Result{}, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+		}
+	}
 	ord := &Order{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
 	if apierrors.IsNotFound(err) {
-		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0)
+		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
 	}
 	if err != nil {
 		return issuance.Result{}, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
@@ -112,7 +120,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		if err := o.s.deleteOrder(ctx, ord); err != nil {
 			return issuance.Result{}, err
 		}
-		return issuance.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1)
+		return issuance.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1, shared)
 	default:
 		if ord.Status.State == "" && o.s.opts.Clock.Since(ord.CreationTimestamp.Time) > o.s.opts.HoldDuration {
 			if _, err := o.s.orderKey(ctx, ord); err != nil { // its creator died before writing the key
@@ -130,7 +138,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 
 // create writes the order and the Secret holding its leaf key, once the
 // issuer's budget admits it.
-func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int) error {
+func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int, shared bool) error {
 	// When it is needed at the latest, fixed per issuance so a waiter
 	// keeps its place: a first certificate soon after its Certificate was
 	// created, a renewal by the current certificate's expiry.
@@ -138,9 +146,14 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	if req.Current != nil {
 		due = req.Current.NotAfter
 	}
-	wait, refused, err := o.s.admit(ctx, o.ci, name, due, dnsNames)
-	if err != nil {
-		return fmt.Errorf("ClusterIssuer %s budget: %w", o.ci.Name, err)
+	replaces := replacesID(req.Current, attempt)
+	var wait time.Duration
+	var refused string
+	if replaces == "" { // an ARI renewal is exempt from the CA's limits (Let's Encrypt's rule)
+		var err error
+		if wait, refused, err = o.s.admit(ctx, o.ci, name, due, dnsNames); err != nil {
+			return fmt.Errorf("ClusterIssuer %s budget: %w", o.ci.Name, err)
+		}
 	}
 	if wait > 0 {
 		at := o.s.opts.Clock.Now().Add(wait).UTC().Truncate(time.Second)
@@ -170,7 +183,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	ord := &Order{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name},
 		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
-			DNSNames: dnsNames, Request: csr, Attempt: attempt},
+			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared},
 	}
 	if err := o.s.hub.Create(ctx, ord); apierrors.IsAlreadyExists(err) {
 		return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
@@ -188,6 +201,72 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	}
 	o.s.claim(ctx, ord) // the creator drives its order; another replica takes over if it dies
 	return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+}
+
+// ShareAnnotation on an ACME ClusterIssuer, set to "true", makes identical
+// requests share one order, one certificate and one private key:
+// Certificates (in any cluster or namespace) with the same identifiers,
+// subject, usages and key parameters that renew the same certificate (or
+// none yet). One hostname served from six regions then takes one order
+// instead of six (Let's Encrypt allows five certificates per exact set of
+// names a week). Off by default: the key is then in every one of those
+// clusters, so a breach of one exposes the others' traffic. Certificates
+// with rotationPolicy Never keep their own key and are not shared. Each
+// Certificate passes the hub's issuance policy on its own before it is
+// given the shared certificate.
+const ShareAnnotation = "certhub.io/share-identical-requests"
+
+// oidSubjectAltName is the subject alternative name extension.
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// sharesIdentical reports whether ci opted in to sharing identical requests.
+func sharesIdentical(ci *cmapi.ClusterIssuer) bool {
+	return ci.Annotations[ShareAnnotation] == "true"
+}
+
+// sharedOrderName is the same for every Certificate whose request is
+// identical: the issuer, the identifiers, the subject and extensions of
+// the request cert-manager would send, the key parameters and the
+// certificate being replaced — nothing of the Certificate's own identity.
+func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string) (string, error) {
+	crt := req.Certificate
+	csr, err := pki.GenerateCSR(crt)
+	if err != nil {
+		return "", err
+	}
+	alg, size := cmapi.RSAKeyAlgorithm, 0
+	if pk := crt.Spec.PrivateKey; pk != nil {
+		if pk.Algorithm != "" {
+			alg = pk.Algorithm
+		}
+		size = pk.Size
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%x\x00", issuer, strings.Join(slices.Sorted(slices.Values(dnsNames)), ","), alg, size, csr.RawSubject)
+	for _, e := range csr.ExtraExtensions {
+		if e.Id.Equal(oidSubjectAltName) {
+			continue // the names, sorted, are hashed above
+		}
+		fmt.Fprintf(h, "%s\x00%t\x00%x\x00", e.Id, e.Critical, e.Value)
+	}
+	if req.Current != nil {
+		fmt.Fprintf(h, "%x", req.Current.SerialNumber)
+	}
+	return "shared-" + hex.EncodeToString(h.Sum(nil))[:24], nil
+}
+
+// replacesID is the ARI identifier (RFC 9773) of the certificate a
+// renewal's first attempt replaces; "" for a first issuance, a retry after
+// a failed order, or a certificate without an authority key identifier.
+func replacesID(current *x509.Certificate, attempt int) string {
+	if current == nil || attempt > 0 {
+		return ""
+	}
+	id, err := acmeapi.CertificateARIID(current)
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // identifiers returns the DNS names to order: the spec's, with its common

@@ -153,3 +153,53 @@ func TestBackoffDoublesToItsCap(t *testing.T) {
 		t.Errorf("backoff(1000) = %s, want the cap", got)
 	}
 }
+
+// Identical requests share one order name whoever asks (cluster,
+// namespace, name, UID); another name, key, usage or replaced certificate
+// is another order.
+func TestSharedOrderNameIsTheRequest(t *testing.T) {
+	base := func(mutate func(*cmapi.Certificate)) issuance.OrderRequest {
+		c := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1"},
+			Spec: cmapi.CertificateSpec{DNSNames: []string{"web.example.test", "www.example.test"}}}
+		if mutate != nil {
+			mutate(c)
+		}
+		return issuance.OrderRequest{Cluster: "east", Certificate: c}
+	}
+	name := func(req issuance.OrderRequest) string {
+		t.Helper()
+		n, err := sharedOrderName("le", req, req.Certificate.Spec.DNSNames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	want := name(base(nil))
+	same := map[string]issuance.OrderRequest{
+		"another cluster":           {Cluster: "west", Certificate: base(nil).Certificate},
+		"another namespace and UID": base(func(c *cmapi.Certificate) { c.Namespace, c.UID = "blog", "u2" }),
+		"names in another order":    base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"www.example.test", "web.example.test"} }),
+	}
+	for what, req := range same {
+		if got := name(req); got != want {
+			t.Errorf("%s: %s, want the shared %s", what, got, want)
+		}
+	}
+	renewal := base(nil)
+	renewal.Current = &x509.Certificate{SerialNumber: big.NewInt(7)}
+	other := map[string]issuance.OrderRequest{
+		"other names": base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"web.example.test"} }),
+		"an ECDSA key": base(func(c *cmapi.Certificate) {
+			c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}
+		}),
+		"client auth too": base(func(c *cmapi.Certificate) {
+			c.Spec.Usages = []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageClientAuth}
+		}),
+		"a renewal": renewal,
+	}
+	for what, req := range other {
+		if got := name(req); got == want {
+			t.Errorf("%s: shares %s with the base request", what, got)
+		}
+	}
+}

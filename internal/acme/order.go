@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -106,7 +107,7 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if err != nil {
 		return res, fmt.Errorf("ACMEOrder %s (%s): %w", ord.Name, ord.Status.State, err)
 	}
-	if next.Status.State != ord.Status.State || s.renewDue(ord, now) {
+	if !reflect.DeepEqual(next.Status, ord.Status) || s.renewDue(ord, now) {
 		if ok := s.write(ctx, ord, next); !ok {
 			return ctrl.Result{RequeueAfter: s.opts.PollInterval}, nil
 		}
@@ -182,7 +183,29 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		if p := ci.Spec.ACME.Profile; p != "" {
 			opts = append(opts, acmeapi.WithOrderProfile(p))
 		}
+		replaces := next.Spec.Replaces != "" && !next.Status.ReplacesRefused
+		if next.Spec.Replaces != "" && !replaces {
+			// Ordered as new after all: now it takes the budget it skipped.
+			wait, refused, err := s.admit(ctx, ci, next.Name, s.opts.Clock.Now(), next.Spec.DNSNames)
+			if err != nil {
+				return ctrl.Result{}, fmt.Errorf("ClusterIssuer %s budget: %w", ci.Name, err)
+			}
+			if wait > 0 {
+				logr.FromContextOrDiscard(ctx).V(1).Info("waiting for the issuer's budget", "order", next.Name, "limit", refused, "wait", wait)
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
+		}
+		if replaces {
+			opts = append(opts, acmeapi.WithOrderReplacesCertID(next.Spec.Replaces))
+		}
 		o, err := cl.AuthorizeOrder(ctx, ids, opts...)
+		if replaces && (errors.Is(err, acmeapi.ErrCADoesNotSupportARI) || refused(err)) {
+			// A CA without ARI, or a certificate it will not see replaced
+			// (another account's, replaced already): order it as new.
+			logr.FromContextOrDiscard(ctx).Info("the ACME server refused the order as a renewal (replaces); ordering it as a new one", "order", next.Name, "err", err.Error())
+			next.Status.ReplacesRefused = true
+			return ctrl.Result{}, nil
+		}
 		if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode == http.StatusTooManyRequests {
 			wait := s.pause(ctx, ci, ae) // every replica's new orders wait too
 			logr.FromContextOrDiscard(ctx).Info("the ACME server is rate limiting; the issuer's orders pause", "order", next.Name, "retryAfter", wait, "detail", ae.Detail)
@@ -452,11 +475,16 @@ func done(ord *Order) bool {
 
 // wake tells the subscribers that ord's Certificate has something to pick up.
 func (s *Service) wake(ord *Order) {
+	s.wakeCertificate(ord.Spec.Cluster, ord.Spec.Namespace, ord.Spec.Certificate)
+}
+
+// wakeCertificate tells the subscribers that a downstream Certificate has news.
+func (s *Service) wakeCertificate(cluster, namespace, name string) {
 	s.mu.Lock()
 	subs := s.subs
 	s.mu.Unlock()
 	for _, f := range subs {
-		f(ord.Spec.Cluster, ord.Spec.Namespace, ord.Spec.Certificate)
+		f(cluster, namespace, name)
 	}
 }
 

@@ -55,6 +55,10 @@ const (
 	DefaultRetryMax  = time.Hour
 	// DefaultMaxConcurrentOrders is how many order steps run at once.
 	DefaultMaxConcurrentOrders = 16
+	// DefaultRenewalInfoInterval is how often the CA is asked for each
+	// issued certificate's renewal window (ARI) at the most; sooner when
+	// its Retry-After says so. Let's Encrypt answers with 6 hours.
+	DefaultRenewalInfoInterval = 6 * time.Hour
 )
 
 // Options configure the ACME service.
@@ -95,8 +99,12 @@ type Options struct {
 	OrderRetention time.Duration
 	// RetryBase and RetryMax default to DefaultRetryBase and DefaultRetryMax.
 	RetryBase, RetryMax time.Duration
-	// MaxConcurrentOrders defaults to DefaultMaxConcurrentOrders.
+	// MaxConcurrentOrders defaults to DefaultMaxConcurrentOrders; renewal
+	// information requests (ARI) run as many at once.
 	MaxConcurrentOrders int
+	// RenewalInfoInterval defaults to DefaultRenewalInfoInterval; negative
+	// turns ARI off (renewal times then come from the spec alone).
+	RenewalInfoInterval time.Duration
 	// Registerer receives the certhub_acme_* metrics. Defaults to
 	// controller-runtime's registry.
 	Registerer prometheus.Registerer
@@ -121,6 +129,7 @@ func (o *Options) defaults() {
 	def(&o.OrderRetention, DefaultOrderRetention)
 	def(&o.RetryBase, DefaultRetryBase)
 	def(&o.RetryMax, DefaultRetryMax)
+	def(&o.RenewalInfoInterval, DefaultRenewalInfoInterval)
 	if o.UserAgent == "" {
 		o.UserAgent = "certhub"
 	}
@@ -144,8 +153,11 @@ type Service struct {
 	clients clientCache
 	metrics *metrics
 
+	ariSlots chan struct{} // bounds the renewal information requests in flight
+
 	mu   sync.Mutex
 	subs []func(cluster, namespace, name string)
+	ari  ariCache
 }
 
 // SetupWithManager adds the account and order controllers of ACME
@@ -162,7 +174,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}}
+	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}},
+		ariSlots: make(chan struct{}, opts.MaxConcurrentOrders), ari: ariCache{m: map[string]*ariEntry{}}}
 	r := &accounts{cl: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, rec: mgr.GetEventRecorder("certhub-acme")}
 	isACME := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		ci, ok := o.(*cmapi.ClusterIssuer)

@@ -72,6 +72,15 @@ type OrderSpec struct {
 	Request []byte `json:"request"`
 	// Attempt counts the failed orders for this issuance before this one.
 	Attempt int `json:"attempt,omitempty"`
+	// Replaces is the ARI identifier (RFC 9773) of the certificate this
+	// order renews, sent as the order's "replaces": Let's Encrypt exempts
+	// such renewals from its rate limits. Only a renewal's first attempt
+	// carries it.
+	Replaces string `json:"replaces,omitempty"`
+	// Shared is true when identical requests of several Certificates
+	// share this order (ShareAnnotation); Cluster, Namespace and
+	// Certificate then name the one that created it.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // OrderStatus is the order's progress.
@@ -97,6 +106,10 @@ type OrderStatus struct {
 	Message string `json:"message,omitempty"`
 	// FinishedAt is when the order became Valid or Errored.
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// ReplacesRefused is true when the CA refused the order with
+	// spec.replaces (e.g. that certificate was replaced already); it is
+	// then ordered without.
+	ReplacesRefused bool `json:"replacesRefused,omitempty"`
 }
 
 // Challenge is one authorization's DNS-01 challenge.

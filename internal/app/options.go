@@ -130,6 +130,8 @@ type ACMEOptions struct {
 	DNS01NameserversOnly bool
 	// DNS01Settle, PropagationTimeout and OrderHold: acme.Options' DNS01Settle, PropagationTimeout and HoldDuration.
 	DNS01Settle, PropagationTimeout, OrderHold time.Duration
+	// RenewalInfoInterval is acme.Options' RenewalInfoInterval (ARI); negative: off.
+	RenewalInfoInterval time.Duration
 }
 
 // ShardOptions are the flag-settable parts of shard.Options.
@@ -169,7 +171,7 @@ func NewOptions() *Options {
 		LoopWindow:                 certsync.DefaultLoopWindow,
 		DefaultPolicy:              string(policy.Allow),
 		ExecPlugins:                append([]string(nil), inventory.DefaultExecPlugins...),
-		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration},
+		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration, RenewalInfoInterval: acme.DefaultRenewalInfoInterval},
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,
@@ -229,6 +231,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ACME.DNS01NameserversOnly, "dns01-recursive-nameservers-only", o.ACME.DNS01NameserversOnly, "ACME DNS-01: check propagation on --dns01-recursive-nameservers only, not on each zone's authoritative nameservers (port 53)")
 	fs.DurationVar(&o.ACME.DNS01Settle, "dns01-settle-delay", o.ACME.DNS01Settle, "ACME DNS-01: extra wait after the TXT records are served before the CA is asked to validate (0: none; for DNS services whose public answers lag behind their own nameservers)")
 	fs.DurationVar(&o.ACME.PropagationTimeout, "dns01-propagation-timeout", o.ACME.PropagationTimeout, "ACME DNS-01: an order whose TXT records are not served within this fails")
+	fs.DurationVar(&o.ACME.RenewalInfoInterval, "acme-renewal-info-interval", o.ACME.RenewalInfoInterval, "ACME: how often, at the most, the CA is asked for each issued certificate's renewal window (ARI, RFC 9773; sooner when its Retry-After says so); a window moved earlier renews early. Negative: ARI off")
 	fs.DurationVar(&o.ACME.OrderHold, "acme-order-hold", o.ACME.OrderHold, "ACME: how long a replica's claim on an order lasts unrenewed; after a replica's death another resumes its orders this long after their last step")
 	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
 	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")

@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	}
 	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: "certhub/" + Version,
 		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
-		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold})
+		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
 	if err != nil {
 		return fmt.Errorf("failed to set up ACME: %w", err)
 	}
@@ -278,7 +278,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		}
 		issuanceBudget = budget.New(bo)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, RenewalAdvice: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)

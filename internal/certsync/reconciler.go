@@ -154,6 +154,11 @@ type Options struct {
 	// Wake, when set, queues a Certificate again when an issuer has news for
 	// it (an ACME order finished), instead of waiting for its next poll.
 	Wake Waker
+	// RenewalAdvice, when set, is asked when each issued certificate should
+	// be renewed according to its CA (ACME renewal information, RFC 9773):
+	// the earlier of its answer and the spec's renewal time is used, so a
+	// CA that moves a window earlier (a revocation event) renews early.
+	RenewalAdvice RenewalAdvisor
 	// Budget, when set, admits every issuance (the hub's --issuance-rate);
 	// a Certificate waiting for it shows Issuing=True, reason RateLimited.
 	Budget Budget
@@ -349,6 +354,8 @@ type target struct {
 	crt  *cmapi.Certificate
 	rec  recorder.EventRecorder
 
+	advice advice // the CA's renewal time for the current certificate (Options.RenewalAdvice)
+
 	override     issuance.Issuer // a CA rotation's new CA signs for this cluster (Options.Rotation)
 	maxPathLen   *int            // for a CA certificate: the allowing policy's path length
 	violation    bool            // an issued certificate the policies no longer allow
@@ -520,6 +527,13 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 				reissue, reason = true, ReasonCARotation
 				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster's wave signs with the new one", crt.Spec.IssuerRef.Name)
 			}
+		}
+	}
+	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil {
+		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
+		if t.advice.ok && !now.Before(t.advice.at) {
+			reissue, reason = true, ReasonRenewing
+			message = fmt.Sprintf("Renewing certificate as its CA's renewal window (ARI) says to renew at %s", t.advice.at.Format(time.RFC1123))
 		}
 	}
 	if !reissue {
@@ -946,6 +960,7 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to compute renewal time: %w", err)
 	}
+	rt = t.advice.renewalTime(cert, rt)
 	// After an issuance the new certificate is a fact: the status is re-applied
 	// onto a fresh copy on conflict so the revision is never lost. Otherwise a
 	// conflict requeues, so a concurrent change (Issuing=True) is decided on.
@@ -975,7 +990,11 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: max(rt.Sub(r.opts.clock.Now()), time.Second)}, nil
+	next := rt.Time
+	if t.advice.cert == cert && !t.advice.recheck.IsZero() && t.advice.recheck.Before(next) {
+		next = t.advice.recheck // ask the CA again before then
+	}
+	return reconcile.Result{RequeueAfter: max(next.Sub(r.opts.clock.Now()), time.Second)}, nil
 }
 
 // setNotReady records why the Certificate cannot be issued, and emits a

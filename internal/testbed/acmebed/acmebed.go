@@ -1,6 +1,7 @@
 package acmebed
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -265,6 +266,34 @@ func (b *Bed) Root(ctx context.Context) ([]byte, error) {
 	return body, nil
 }
 
+// SetRenewalInfo makes Pebble answer certPEM's renewal information (ARI)
+// with the window [start, end), as a CA that moves a window would
+// (management API /set-renewal-info/).
+func (b *Bed) SetRenewalInfo(ctx context.Context, certPEM []byte, start, end time.Time) error {
+	window, err := json.Marshal(map[string]any{"suggestedWindow": map[string]time.Time{"start": start.UTC(), "end": end.UTC()}})
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]string{"certificate": string(certPEM), "ariResponse": string(window)})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.ManagementURL+"/set-renewal-info/", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := b.HTTPClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST %s/set-renewal-info/: %s: %s", b.ManagementURL, resp.Status, msg)
+	}
+	return nil
+}
+
 // Logs returns the output of both processes so far (for a failing test).
 func (b *Bed) Logs() string {
 	var out strings.Builder
@@ -275,10 +304,12 @@ func (b *Bed) Logs() string {
 	return out.String()
 }
 
-// Counts are what Pebble's log says it holds: accounts registered and
-// orders created, counted from its own "Added order" and "There are now N
-// accounts in memory" lines (Pebble has no API that lists them).
-type Counts struct{ Accounts, Orders int }
+// Counts are what Pebble's log says it holds: accounts registered, orders
+// created and orders it accepted as replacing a certificate (ARI's
+// "replaces"), counted from its own "There are now N accounts in memory",
+// "Added order" and "ARI: order ... is a replacement of" lines (Pebble has
+// no API that lists them).
+type Counts struct{ Accounts, Orders, Replacements int }
 
 // Count reads Pebble's log.
 func (b *Bed) Count() Counts {
@@ -297,6 +328,9 @@ func (b *Bed) Count() Counts {
 			}
 			if strings.Contains(line, "Added order ") {
 				c.Orders++
+			}
+			if strings.Contains(line, "ARI: order ") && strings.Contains(line, " is a replacement of ") {
+				c.Replacements++
 			}
 		}
 	}

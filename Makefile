@@ -110,9 +110,10 @@ test-e2e: envtest ## test/e2e: the built binary's `certhub demo`, whole and inte
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: envtest ## Benchmarks P1-P8 of docs/benchmarks.md: tables on stdout + test/bench/results/*.json (~30 min)
+bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME): tables on stdout + test/bench/results/*.json (~75 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/acmebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 $(BENCH_FLAGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -only certhub -clusters 1000 -kills 2 -window 60s

@@ -65,6 +65,9 @@ func ParseMetrics(r io.Reader) (Series, error) {
 			if c := m.GetCounter(); c != nil {
 				v = c.GetValue()
 			}
+			if h := m.GetHistogram(); h != nil {
+				v = float64(h.GetSampleCount()) // a histogram counts its observations
+			}
 			out[name] = append(out[name], MetricSample{Labels: l, Value: v})
 		}
 	}

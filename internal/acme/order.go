@@ -290,7 +290,7 @@ func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 			s.failInto(ctx, ci, next, ReasonSolverConfig, err.Error())
 			return ctrl.Result{}, nil
 		}
-		if err := p.Present(ch.Identifier, ch.FQDN, ch.Zone, ch.Key); err != nil {
+		if err := p.Present(ctx, ch.Identifier, ch.FQDN, ch.Zone, ch.Key); err != nil {
 			s.failInto(ctx, ci, next, ReasonPresentFailed, fmt.Sprintf("writing TXT %s in zone %s failed: %v", ch.FQDN, ch.Zone, err))
 			return ctrl.Result{}, nil
 		}
@@ -440,7 +440,7 @@ func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 		}
 		p, err := s.provider(ctx, ci, ch.Solver)
 		if err == nil {
-			err = p.CleanUp(ch.Identifier, ch.FQDN, ch.Zone, ch.Key)
+			err = p.CleanUp(ctx, ch.Identifier, ch.FQDN, ch.Zone, ch.Key)
 		}
 		if err != nil {
 			logr.FromContextOrDiscard(ctx).Error(err, "failed to remove TXT record", "fqdn", ch.FQDN, "zone", ch.Zone)
@@ -458,7 +458,7 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 	if s.opts.newProvider != nil {
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
-	return newProvider(ctx, s.hub, s.opts.Namespace, ci.Spec.ACME.Solvers[idx])
+	return newProvider(ctx, s.hub, s.opts.Namespace, s.opts.DNS01Nameservers, ci.Spec.ACME.Solvers[idx])
 }
 
 // refused reports whether the CA answered err with a 4xx other than 429:

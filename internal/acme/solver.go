@@ -8,6 +8,7 @@ import (
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/acmedns"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/rfc2136"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,12 +28,41 @@ const (
 )
 
 // SupportedSolvers says what the hub solves, for messages.
-const SupportedSolvers = "dns01 with rfc2136"
+const SupportedSolvers = "dns01 with rfc2136 or acmeDNS"
 
-// dnsProvider writes and removes TXT records: cert-manager's provider interface.
+// dnsProvider writes and removes TXT records. domain is the identifier
+// (without "*."), fqdn the record, zone the zone found for it.
 type dnsProvider interface {
-	Present(domain, fqdn, zone, value string) error
-	CleanUp(domain, fqdn, zone, value string) error
+	Present(ctx context.Context, domain, fqdn, zone, value string) error
+	CleanUp(ctx context.Context, domain, fqdn, zone, value string) error
+}
+
+// zoneProvider is cert-manager's rfc2136 provider, which is told the zone.
+type zoneProvider struct{ p *rfc2136.DNSProvider }
+
+func (z zoneProvider) Present(_ context.Context, domain, fqdn, zone, value string) error {
+	return z.p.Present(domain, fqdn, zone, value)
+}
+
+func (z zoneProvider) CleanUp(_ context.Context, domain, fqdn, zone, value string) error {
+	return z.p.CleanUp(domain, fqdn, zone, value)
+}
+
+// apiProvider is one of cert-manager's API providers (acmeDNS, …), which
+// find their zone or record themselves.
+type apiProvider struct {
+	p interface {
+		Present(ctx context.Context, domain, fqdn, value string) error
+		CleanUp(ctx context.Context, domain, fqdn, value string) error
+	}
+}
+
+func (a apiProvider) Present(ctx context.Context, domain, fqdn, _, value string) error {
+	return a.p.Present(ctx, domain, fqdn, value)
+}
+
+func (a apiProvider) CleanUp(ctx context.Context, domain, fqdn, _, value string) error {
+	return a.p.CleanUp(ctx, domain, fqdn, value)
 }
 
 // solverError is a solver problem a Certificate's condition reports.
@@ -104,7 +134,7 @@ func checkSolver(s cmacme.ACMEChallengeSolver, index int) error {
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is http01; the hub solves only %s (HTTP-01 would need a solver in every downstream cluster)", index, SupportedSolvers)}
 	case s.DNS01 == nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d has no dns01 configuration; the hub solves %s", index, SupportedSolvers)}
-	case s.DNS01.RFC2136 != nil:
+	case s.DNS01.RFC2136 != nil, s.DNS01.AcmeDNS != nil:
 		return nil
 	case s.DNS01.Webhook != nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is a dns01 webhook; the hub solves %s", index, SupportedSolvers)}
@@ -115,9 +145,20 @@ func checkSolver(s cmacme.ACMEChallengeSolver, index int) error {
 
 // newProvider builds solver s's DNS provider; credentials are read from
 // Secrets in the hub namespace only.
-func newProvider(ctx context.Context, secrets client.Reader, namespace string, s cmacme.ACMEChallengeSolver) (dnsProvider, error) {
+func newProvider(ctx context.Context, secrets client.Reader, namespace string, nameservers []string, s cmacme.ACMEChallengeSolver) (dnsProvider, error) {
 	if err := checkSolver(s, 0); err != nil {
 		return nil, err
+	}
+	if a := s.DNS01.AcmeDNS; a != nil {
+		accounts, err := secretValue(ctx, secrets, namespace, a.AccountSecret)
+		if err != nil {
+			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("acmeDNS account secret: %v", err)}
+		}
+		p, err := acmedns.NewDNSProviderHostBytes(a.Host, accounts, nameservers)
+		if err != nil {
+			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("acmeDNS: %v", err)}
+		}
+		return apiProvider{p}, nil
 	}
 	c := s.DNS01.RFC2136
 	secret := ""
@@ -132,7 +173,7 @@ func newProvider(ctx context.Context, secrets client.Reader, namespace string, s
 	if err != nil {
 		return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("rfc2136: %v", err)}
 	}
-	return p, nil
+	return zoneProvider{p}, nil
 }
 
 // secretValue reads one key of a Secret in the hub namespace.

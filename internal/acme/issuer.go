@@ -167,7 +167,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 			return &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
 		}
 	}
-	tmpl, err := pki.GenerateCSR(req.Certificate) // the request cert-manager would send
+	tmpl, err := issuance.CertificateRequest(req.Certificate) // the request cert-manager would send, as certsync hashes it
 	if err != nil {
 		return &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
 	}
@@ -230,7 +230,7 @@ func sharesIdentical(ci *cmapi.ClusterIssuer) bool {
 // certificate being replaced — nothing of the Certificate's own identity.
 func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string) (string, error) {
 	crt := req.Certificate
-	csr, err := pki.GenerateCSR(crt)
+	csr, err := issuance.CertificateRequest(crt)
 	if err != nil {
 		return "", err
 	}

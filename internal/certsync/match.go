@@ -12,6 +12,8 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmutil "github.com/cert-manager/cert-manager/pkg/util"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // oidSubjectAltName is the subjectAltName extension (RFC 5280 4.2.1.6).
@@ -56,7 +58,7 @@ const RequestHashAnnotation = "certhub.io/request-hash"
 // requestHash digests the request cert-manager would build from spec:
 // subject and extensions (names, usages, basic constraints).
 func requestHash(crt *cmapi.Certificate) (string, error) {
-	csr, err := generateCSR(crt)
+	csr, err := issuance.CertificateRequest(crt)
 	if err != nil {
 		return "", err
 	}

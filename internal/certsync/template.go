@@ -7,6 +7,8 @@ import (
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // certificateTemplate is pki.CertificateTemplateFromCertificate with the
@@ -16,7 +18,7 @@ import (
 // certificate gets the path-length constraint maxPathLen (the issuance
 // policy's; nil: none).
 func certificateTemplate(crt *cmapi.Certificate, maxPathLen *int) (*x509.Certificate, error) {
-	csr, err := generateCSR(crt)
+	csr, err := issuance.CertificateRequest(crt)
 	if err != nil {
 		return nil, fmt.Errorf("failed to build request from spec: %w", err)
 	}
@@ -28,17 +30,6 @@ func certificateTemplate(crt *cmapi.Certificate, maxPathLen *int) (*x509.Certifi
 		pki.CertificateTemplateOverrideDuration(apiutil.DefaultCertDuration(crt.Spec.Duration)),
 		pki.CertificateTemplateValidateAndOverrideBasicConstraints(crt.Spec.IsCA, caPathLen(crt, maxPathLen)),
 		pki.CertificateTemplateValidateAndOverrideKeyUsages(keyUsage, extKeyUsage),
-	)
-}
-
-// generateCSR is the request cert-manager builds from crt, with the
-// gated fields on when the spec uses them.
-func generateCSR(crt *cmapi.Certificate) (*x509.CertificateRequest, error) {
-	return pki.GenerateCSR(crt,
-		pki.WithUseLiteralSubject(crt.Spec.LiteralSubject != ""),
-		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0),
-		pki.WithNameConstraints(crt.Spec.NameConstraints != nil),
-		pki.WithEncodeBasicConstraintsInRequest(crt.Spec.IsCA),
 	)
 }
 

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/go-logr/logr"
 	"golang.org/x/net/publicsuffix"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/budget"
@@ -145,9 +148,69 @@ func setHash(names []string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// LedgerPrefix + the ClusterIssuer's name is the hub ConfigMap of its budget.
+const LedgerPrefix = "certhub-acme-budget-"
+
+// DescribeBudget says, for `certhub status`, what is left of ci's budget:
+// each bucket used so far with its tokens now, its capacity and refill,
+// the buckets a CA's 429 paused, and how many issuances wait. "" when ci
+// has no budget.
+func DescribeBudget(ctx context.Context, hub client.Client, namespace string, ci *cmapi.ClusterIssuer, clk clock.PassiveClock) (string, error) {
+	lims, err := limits(ci)
+	if err != nil {
+		return fmt.Sprintf("ACME budget of ClusterIssuer %s: invalid: %v", ci.Name, err), nil
+	}
+	if lims == nil {
+		return "", nil
+	}
+	limitOf := func(bucket string) (budget.Limit, bool) {
+		kind, _, _ := strings.Cut(bucket, ":") // "domain:example.com" → "domain"
+		lim, ok := lims[kind]
+		return lim, ok
+	}
+	d, err := budget.NewLedger(hub, hub, client.ObjectKey{Namespace: namespace, Name: LedgerPrefix + ci.Name}, clk).Snapshot(ctx, limitOf)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := d.Buckets[LimitOrders]; !ok {
+		if lim, ok := lims[LimitOrders]; ok {
+			d.Buckets[LimitOrders] = &budget.Bucket{Tokens: lim.Capacity} // full until the first order
+		}
+	}
+	now := clk.Now()
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(d.Buckets)) {
+		b := d.Buckets[name]
+		lim, ok := limitOf(name)
+		if !ok {
+			continue // a limit no longer configured
+		}
+		p := fmt.Sprintf("%s %.0f/%.0f (+1 per %s)", name, math.Floor(b.Tokens), lim.Capacity, (lim.Period / time.Duration(lim.Capacity)).Round(time.Second))
+		if b.PausedUntil != nil && b.PausedUntil.After(now) {
+			p += " paused by the CA until " + b.PausedUntil.UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, p)
+	}
+	line := fmt.Sprintf("ACME budget of ClusterIssuer %s: %s", ci.Name, strings.Join(parts, ", "))
+	var waiting int
+	var nearest time.Time
+	for _, w := range d.Waiting {
+		if w.Expires.After(now) {
+			waiting++
+			if nearest.IsZero() || w.Due.Before(nearest) {
+				nearest = w.Due
+			}
+		}
+	}
+	if waiting > 0 {
+		line += fmt.Sprintf("; %d issuance(s) waiting, nearest due %s", waiting, nearest.UTC().Format(time.RFC3339))
+	}
+	return line, nil
+}
+
 // ledger returns the budget ledger of ci (a ConfigMap in the hub namespace).
 func (s *Service) ledger(ci *cmapi.ClusterIssuer) *budget.Ledger {
-	return budget.NewLedger(s.hub, s.live, client.ObjectKey{Namespace: s.opts.Namespace, Name: "certhub-acme-budget-" + ci.Name}, s.opts.Clock)
+	return budget.NewLedger(s.hub, s.live, client.ObjectKey{Namespace: s.opts.Namespace, Name: LedgerPrefix + ci.Name}, s.opts.Clock)
 }
 
 // admit takes the budget of a new order; it returns 0 when admitted, else

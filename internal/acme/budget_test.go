@@ -1,13 +1,20 @@
 package acme
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/certhub/certhub/internal/budget"
 )
@@ -70,5 +77,59 @@ func TestDraws(t *testing.T) {
 	}
 	if len(check) != 3 || check[1].Bucket != "authz-failures:shop.example.co.uk" {
 		t.Errorf("failure buckets %v, want one per name, wildcard as its base", check)
+	}
+}
+
+// `certhub status` says what is left of an issuer's budget: every bucket
+// used, refilled to now, with its capacity and refill; a pause; waiting
+// issuances. An issuer without a budget says nothing.
+func TestDescribeBudget(t *testing.T) {
+	now := time.Date(2027, 1, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(now)
+	pause := now.Add(time.Minute)
+	ledger := budget.LedgerData{
+		Buckets: map[string]*budget.Bucket{
+			LimitOrders:                  {Tokens: 1, Last: now.Add(-36 * time.Second), PausedUntil: &pause}, // refills one in 36 s
+			LimitDomain + ":example.com": {Tokens: 10, Last: now},
+			"gone:bucket":                {Tokens: 1, Last: now},
+		},
+		Waiting: map[string]budget.Waiter{
+			"a": {Due: now.Add(2 * time.Hour), Expires: now.Add(time.Minute)},
+			"b": {Due: now.Add(time.Hour), Expires: now.Add(time.Minute)},
+			"c": {Due: now, Expires: now.Add(-time.Second)}, // forgotten
+		},
+	}
+	raw, err := json.Marshal(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LedgerPrefix + "le"}, Data: map[string]string{budget.LedgerKey: string(raw)}}).Build()
+	le := issuer("acct", "", false)
+	le.Spec.ACME.Server = LetsEncryptProduction
+	got, err := DescribeBudget(context.Background(), hub, ns, le, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ACME budget of ClusterIssuer le: ",
+		"orders 2/300 (+1 per 36s) paused by the CA until 2027-01-01T12:01:00Z",
+		"domain:example.com 10/50 (+1 per 3h21m36s)",
+		"2 issuance(s) waiting, nearest due 2027-01-01T13:00:00Z",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q\nlacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "gone:bucket") {
+		t.Errorf("%q shows a bucket of no configured limit", got)
+	}
+	other := issuer("acct", "", false) // another server: no budget
+	if got, err := DescribeBudget(context.Background(), hub, ns, other, clk); err != nil || got != "" {
+		t.Errorf("an issuer without a budget: %q, %v", got, err)
 	}
 }

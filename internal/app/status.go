@@ -20,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
@@ -104,7 +106,10 @@ one row per cluster. --cluster lists that cluster's Certificates like
 				return err
 			}
 			if o.output == "table" {
-				return printRotations(cmd.Context(), cmd.OutOrStdout(), cfg, o.namespace)
+				if err := printRotations(cmd.Context(), cmd.OutOrStdout(), cfg, o.namespace); err != nil {
+					return err
+				}
+				return printBudgets(cmd.Context(), cmd.OutOrStdout(), cfg, o.namespace)
 			}
 			return nil
 		},
@@ -286,6 +291,39 @@ func printRotations(ctx context.Context, w io.Writer, cfg *rest.Config, namespac
 	}
 	for _, line := range rotationLines(cms.Items) {
 		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// printBudgets prints what is left of each ACME ClusterIssuer's budget.
+func printBudgets(ctx context.Context, w io.Writer, cfg *rest.Config, namespace string) error {
+	scheme := runtime.NewScheme()
+	if err := cmapi.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	hub, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	issuers := &cmapi.ClusterIssuerList{}
+	if err := hub.List(ctx, issuers); err != nil {
+		return fmt.Errorf("failed to list ClusterIssuers: %w", err)
+	}
+	for i := range issuers.Items {
+		ci := &issuers.Items[i]
+		if ci.Spec.ACME == nil {
+			continue
+		}
+		line, err := acme.DescribeBudget(ctx, hub, namespace, ci, clock.RealClock{})
+		if err != nil {
+			return fmt.Errorf("failed to read the budget of ClusterIssuer %s: %w", ci.Name, err)
+		}
+		if line != "" {
+			fmt.Fprintln(w, line)
+		}
 	}
 	return nil
 }

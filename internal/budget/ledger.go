@@ -157,6 +157,23 @@ func (l *Ledger) Remaining(ctx context.Context, limits map[string]Limit) (map[st
 	return out, nil
 }
 
+// Snapshot returns the ledger as it is now, each bucket refilled by its
+// limit (limit reports none: as stored). For reports such as `certhub
+// status`; decisions use Take.
+func (l *Ledger) Snapshot(ctx context.Context, limit func(bucket string) (Limit, bool)) (*LedgerData, error) {
+	d, _, err := l.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := l.clock.Now()
+	for name, b := range d.Buckets {
+		if lim, ok := limit(name); ok {
+			refill(b, lim, now)
+		}
+	}
+	return d, nil
+}
+
 // take is Take's decision on d, pure but for d.
 func take(d *LedgerData, now time.Time, key string, due time.Time, draws []Draw) (time.Duration, string) {
 	for k, w := range d.Waiting {

@@ -3,6 +3,8 @@ package acme
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +123,15 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 	}
 	for name, msg := range rateLimited {
 		t.Logf("%s waited: %s", name, msg)
+	}
+
+	// `certhub status` shows what is left of the budget.
+	out, err := exec.CommandContext(ctx, certhubBinary, "status", "--kubeconfig", kubeconfig, "--namespace", ns,
+		"--cluster-secret-namespace", bed.ArgoNamespace()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("certhub status: %v\n%s", err, out)
+	}
+	if want := "ACME budget of ClusterIssuer pebble: orders "; !strings.Contains(string(out), want) || !strings.Contains(string(out), fmt.Sprintf("/%d (+1 per %s)", capacity, refill)) {
+		t.Errorf("certhub status says nothing of the budget:\n%s", out)
 	}
 }

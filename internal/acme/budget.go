@@ -221,26 +221,19 @@ func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key string
 		return 0, "", err
 	}
 	take, check := draws(lims, dnsNames)
-	l := s.ledger(ci)
-	wait, refused, err := l.Take(ctx, key, due, take)
+	for _, c := range check {
+		c.Check = true // the failure buckets are looked at, not drawn from: a failure draws
+		take = append(take, c)
+	}
+	wait, refused, rem, err := s.ledger(ci).Take(ctx, key, due, take)
 	if err != nil || wait > 0 {
 		return wait, refused, err
 	}
-	// The failure buckets are looked at, not drawn from: a failure draws.
-	if len(check) > 0 {
-		rem, err := l.Remaining(ctx, limitsOf(check))
-		if err != nil {
-			return 0, "", err
-		}
-		for _, c := range check {
-			if v, ok := rem[c.Bucket]; ok && v < 1 {
-				_ = l.Give(ctx, take)
-				w := time.Duration((1 - v) / c.Limit.Capacity * float64(c.Limit.Period))
-				return max(w, time.Second), c.Bucket, nil
-			}
+	for _, d := range take {
+		if d.Bucket == LimitOrders || strings.HasPrefix(d.Bucket, LimitDomain+":") {
+			s.metrics.budget.WithLabelValues(ci.Name, d.Bucket).Set(rem[d.Bucket])
 		}
 	}
-	s.reportBudget(ctx, ci, l, take)
 	return 0, "", nil
 }
 
@@ -281,26 +274,4 @@ func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmea
 		logr.FromContextOrDiscard(ctx).Error(perr, "failed to pause the issuer's budget", "issuer", ci.Name)
 	}
 	return wait
-}
-
-func limitsOf(draws []budget.Draw) map[string]budget.Limit {
-	m := map[string]budget.Limit{}
-	for _, d := range draws {
-		m[d.Bucket] = d.Limit
-	}
-	return m
-}
-
-// reportBudget sets certhub_acme_budget_remaining for the orders bucket and
-// the registered domains just drawn from.
-func (s *Service) reportBudget(ctx context.Context, ci *cmapi.ClusterIssuer, l *budget.Ledger, take []budget.Draw) {
-	rem, err := l.Remaining(ctx, limitsOf(take))
-	if err != nil {
-		return
-	}
-	for _, d := range take {
-		if d.Bucket == LimitOrders || strings.HasPrefix(d.Bucket, LimitDomain+":") {
-			s.metrics.budget.WithLabelValues(ci.Name, d.Bucket).Set(rem[d.Bucket])
-		}
-	}
 }

@@ -32,6 +32,9 @@ type Draw struct {
 	// Bucket names the bucket, e.g. "orders" or "domain:example.com".
 	Bucket string
 	Limit  Limit
+	// Check only looks: the bucket must hold a token, none is taken (a
+	// bucket that counts failures, drawn from by Spend when they happen).
+	Check bool
 }
 
 // LedgerData is the state of a Ledger's ConfigMap key LedgerKey.
@@ -93,13 +96,21 @@ func NewLedger(c client.Client, live client.Reader, key client.ObjectKey, clk cl
 // ErrContended is returned when the ConfigMap kept changing under Take.
 var ErrContended = errors.New("budget ledger: too many concurrent updates")
 
-// Take takes one token from every draw's bucket, or none; see Ledger.
-func (l *Ledger) Take(ctx context.Context, key string, due time.Time, draws []Draw) (wait time.Duration, refused string, err error) {
+// Take takes one token from every draw's bucket, or none; see Ledger. It
+// also returns the tokens left in the draws' buckets (those the ledger
+// holds), so one read-modify-write serves the decision and the metrics.
+func (l *Ledger) Take(ctx context.Context, key string, due time.Time, draws []Draw) (wait time.Duration, refused string, remaining map[string]float64, err error) {
 	err = l.update(ctx, func(d *LedgerData, now time.Time) bool {
 		wait, refused = take(d, now, key, due, draws)
+		remaining = map[string]float64{}
+		for _, dr := range draws {
+			if b, ok := d.Buckets[dr.Bucket]; ok {
+				remaining[dr.Bucket] = b.Tokens
+			}
+		}
 		return true
 	})
-	return wait, refused, err
+	return wait, refused, remaining, err
 }
 
 // Give returns one token to each named bucket (an order refused by the CA
@@ -186,6 +197,20 @@ func take(d *LedgerData, now time.Time, key string, due time.Time, draws []Draw)
 	refused := ""
 	var refusing []string
 	for _, dr := range draws {
+		if dr.Check {
+			b, ok := d.Buckets[dr.Bucket] // an absent bucket is full: nothing to keep
+			if !ok {
+				continue
+			}
+			refill(b, dr.Limit, now)
+			if b.Tokens < 1 {
+				refusing = append(refusing, dr.Bucket)
+				if w := time.Duration((1 - b.Tokens) / dr.Limit.rate() * float64(time.Second)); w > worst || refused == "" {
+					worst, refused = w, dr.Bucket
+				}
+			}
+			continue
+		}
 		b := bucket(d, dr, now)
 		if b.PausedUntil != nil && now.Before(*b.PausedUntil) {
 			refusing = append(refusing, dr.Bucket)
@@ -213,7 +238,9 @@ func take(d *LedgerData, now time.Time, key string, due time.Time, draws []Draw)
 		return worst, refused
 	}
 	for _, dr := range draws {
-		d.Buckets[dr.Bucket].Tokens--
+		if !dr.Check {
+			d.Buckets[dr.Bucket].Tokens--
+		}
 	}
 	delete(d.Waiting, key)
 	return 0, ""

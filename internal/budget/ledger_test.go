@@ -33,12 +33,14 @@ func TestLedger(t *testing.T) {
 		draws   []Draw
 		pause   time.Duration // instead of Take: pause orders for this long
 		give    bool          // instead of Take: give a token back to draws
+		spend   bool          // instead of Take: spend a token of draws (a failure happened)
 		// want
 		admitted bool
 		refused  string
 		wait     time.Duration // when refused, at least this long
 	}
 	other := Draw{Bucket: "set:abc", Limit: Limit{Capacity: 1, Period: time.Hour}}
+	failures := Draw{Bucket: "authz-failures:a", Limit: Limit{Capacity: 2, Period: time.Hour}, Check: true}
 	week := 7 * 24 * time.Hour
 	cases := []struct {
 		name  string
@@ -88,6 +90,15 @@ func TestLedger(t *testing.T) {
 			{key: "a", draws: []Draw{orders}, refused: "orders", wait: 10 * time.Minute},
 			{advance: 10 * time.Minute, key: "a", draws: []Draw{orders}, admitted: true},
 		}},
+		{name: "a checked bucket must hold a token and gives none; refused, nothing is drawn", steps: []step{
+			{key: "a", draws: []Draw{orders, failures}, admitted: true},
+			{key: "b", draws: []Draw{orders, failures}, admitted: true},
+			{spend: true, draws: []Draw{failures}},
+			{spend: true, draws: []Draw{failures}},
+			{key: "c", draws: []Draw{orders, failures}, refused: "authz-failures:a", wait: 30 * time.Minute},
+			{key: "d", draws: []Draw{orders}, admitted: true},
+			{key: "e", draws: []Draw{orders}, refused: "orders"},
+		}},
 		{name: "a token given back is there again, never above capacity", steps: []step{
 			{key: "a", draws: []Draw{orders}, admitted: true},
 			{give: true, draws: []Draw{orders}},
@@ -114,12 +125,17 @@ func TestLedger(t *testing.T) {
 						t.Fatal(err)
 					}
 					continue
+				case s.spend:
+					if err := l.Spend(ctx, s.draws); err != nil {
+						t.Fatal(err)
+					}
+					continue
 				}
 				due := s.due
 				if due == 0 {
 					due = week
 				}
-				wait, refused, err := l.Take(ctx, s.key, clk.Now().Add(due), s.draws)
+				wait, refused, _, err := l.Take(ctx, s.key, clk.Now().Add(due), s.draws)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -149,7 +165,7 @@ func TestLedgerIsSharedByConcurrentReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 10 {
-				wait, _, err := l.Take(ctx, string(rune('a'+r))+string(rune('0'+i)), clk.Now().Add(-time.Second), []Draw{limit})
+				wait, _, _, err := l.Take(ctx, string(rune('a'+r))+string(rune('0'+i)), clk.Now().Add(-time.Second), []Draw{limit})
 				if err != nil {
 					t.Error(err)
 					return

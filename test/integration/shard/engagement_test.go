@@ -99,7 +99,7 @@ func (c *connections) check(rs map[string]*fleet.Replica, standby int) error {
 }
 
 // waitConnections polls until check passes and returns what it saw.
-func waitConnections(t *testing.T, rs map[string]*fleet.Replica, standby int) *connections {
+func waitConnections(t testing.TB, rs map[string]*fleet.Replica, standby int) *connections {
 	t.Helper()
 	var (
 		last    *connections
@@ -122,7 +122,7 @@ func waitConnections(t *testing.T, rs map[string]*fleet.Replica, standby int) *c
 
 // killAndProbe SIGKILLs victim (removing it from running) and fails the
 // test unless its clusters issue again within bound.
-func killAndProbe(t *testing.T, running map[string]*fleet.Replica, victim *fleet.Replica, lost []*testbed.ControlPlane, tag string, bound time.Duration) {
+func killAndProbe(t testing.TB, running map[string]*fleet.Replica, victim *fleet.Replica, lost []*testbed.ControlPlane, tag string, bound time.Duration) {
 	t.Helper()
 	delete(running, victim.ID)
 	_ = victim.Stop(syscall.SIGKILL)
@@ -133,7 +133,7 @@ func killAndProbe(t *testing.T, running map[string]*fleet.Replica, victim *fleet
 	}
 }
 
-func startReplicas(t *testing.T, cfg fleet.Config, ids ...string) map[string]*fleet.Replica {
+func startReplicas(t testing.TB, cfg fleet.Config, ids ...string) map[string]*fleet.Replica {
 	t.Helper()
 	out := map[string]*fleet.Replica{}
 	for _, id := range ids {
@@ -152,7 +152,8 @@ func startReplicas(t *testing.T, cfg fleet.Config, ids ...string) map[string]*fl
 // Certificate watches agree. A SIGKILLed replica's clusters, cold
 // elsewhere, issue again within the lease duration + 5 s; scaling 3→4→3
 // keeps every cluster owned and watched by its owner only.
-func TestConnectionsFollowOwnership(t *testing.T) {
+func TestConnectionsFollowOwnership(tt *testing.T) {
+	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	_, cfg := prepare(t)
 	lease := fleet.FastTimings.LeaseDuration
 	running := startReplicas(t, cfg, "conn-0", "conn-1", "conn-2")
@@ -226,7 +227,8 @@ func TestConnectionsFollowOwnership(t *testing.T) {
 // With --standby, each replica also keeps warm the clusters it would take
 // over first; after a SIGKILL those clusters issue again within the lease
 // duration + 2 s, taken over by a replica that was already connected.
-func TestWarmStandbyTakesOver(t *testing.T) {
+func TestWarmStandbyTakesOver(tt *testing.T) {
+	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	_, cfg := prepare(t)
 	standby := len(bed.Downstreams)
 	cfg.Args = []string{"--standby", fmt.Sprint(standby)}

@@ -27,7 +27,7 @@ func certificate(name string) *cmapi.Certificate {
 }
 
 // waitAllReady waits until every Certificate in every cluster's test namespace is Ready.
-func waitAllReady(t *testing.T, timeout time.Duration) {
+func waitAllReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	var notReady []string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -51,7 +51,7 @@ func waitAllReady(t *testing.T, timeout time.Duration) {
 }
 
 // probe creates one Certificate in each cluster and returns how long until all were Ready.
-func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Duration {
+func probe(t testing.TB, clusters []*testbed.ControlPlane, tag string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	ctx := context.Background()
@@ -80,7 +80,7 @@ func probe(t *testing.T, clusters []*testbed.ControlPlane, tag string) time.Dura
 
 // prepare creates the test namespace in every cluster and starts the writer
 // audit and a fleet configuration for the test.
-func prepare(t *testing.T) (*fleet.Auditor, fleet.Config) {
+func prepare(t testing.TB) (*fleet.Auditor, fleet.Config) {
 	t.Helper()
 	for _, cp := range bed.Downstreams {
 		if err := client.IgnoreAlreadyExists(cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
@@ -123,7 +123,7 @@ func fenceHolders(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-func clustersHeldBy(t *testing.T, id string) []*testbed.ControlPlane {
+func clustersHeldBy(t testing.TB, id string) []*testbed.ControlPlane {
 	t.Helper()
 	holders, err := fenceHolders(context.Background())
 	if err != nil {
@@ -139,7 +139,7 @@ func clustersHeldBy(t *testing.T, id string) []*testbed.ControlPlane {
 }
 
 // busiest returns the running replica that holds the most fences.
-func busiest(t *testing.T, rs map[string]*fleet.Replica) *fleet.Replica {
+func busiest(t testing.TB, rs map[string]*fleet.Replica) *fleet.Replica {
 	t.Helper()
 	ids := make([]string, 0, len(rs))
 	for id := range rs {
@@ -157,7 +157,7 @@ func busiest(t *testing.T, rs map[string]*fleet.Replica) *fleet.Replica {
 }
 
 // waitConverged waits until every cluster's fence is held by one of ids.
-func waitConverged(t *testing.T, ids map[string]*fleet.Replica) map[string]string {
+func waitConverged(t testing.TB, ids map[string]*fleet.Replica) map[string]string {
 	t.Helper()
 	var holders map[string]string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -178,7 +178,8 @@ func waitConverged(t *testing.T, ids map[string]*fleet.Replica) map[string]strin
 	return holders
 }
 
-func TestShardedReplicas(t *testing.T) {
+func TestShardedReplicas(tt *testing.T) {
+	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	ctx := context.Background()
 	audit, replicas := prepare(t)
 	leaseDuration := fleet.FastTimings.LeaseDuration
@@ -298,7 +299,8 @@ func TestShardedReplicas(t *testing.T) {
 // buckets' first second of tokens and a slack for issuance latency (three
 // replicas each admitting the whole rate would issue 3× as many); and the
 // held-back ones say so (Issuing=True, reason RateLimited).
-func TestIssuanceRateAcrossReplicas(t *testing.T) {
+func TestIssuanceRateAcrossReplicas(tt *testing.T) {
+	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	const rate, perCluster, ns = 4.0, 16, "budget"
 	ctx := context.Background()
 	_, replicas := prepare(t)

@@ -62,6 +62,10 @@ acme-bed: ## Build Pebble from the Go module proxy and extract BIND 9 from Debia
 demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo CD Secrets, Certificates issued, a table
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo
 
+.PHONY: demo-acme
+demo-acme: build envtest acme-bed ## The demo with an ACME ClusterIssuer too: Pebble + BIND on loopback, one account for both clusters, DNS-01 solved from the hub
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo --acme
+
 .PHONY: test
 test: test-unit test-argocd test-integration test-e2e ## Unit, Argo CD conformance, integration and end-to-end tests
 
@@ -105,8 +109,8 @@ test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3
 	cd test/argocd && GOWORK=off $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: envtest ## test/e2e: the built binary's `certhub demo`, whole and interrupted midway
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/e2e/
+test-e2e: envtest acme-bed ## test/e2e: the built binary's `certhub demo` (and `demo --acme`), whole and interrupted midway
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/e2e/
 
 BENCH_FLAGS ?=
 .PHONY: bench

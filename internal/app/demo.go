@@ -30,6 +30,7 @@ import (
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
+	"github.com/certhub/certhub/internal/testbed/acmebed"
 )
 
 // demoOptions configure `certhub demo`.
@@ -38,6 +39,7 @@ type demoOptions struct {
 	replicas    int
 	timeout     time.Duration
 	verbose     bool
+	acme        bool
 }
 
 func newDemoCommand() *cobra.Command {
@@ -64,6 +66,13 @@ func newDemoCommand() *cobra.Command {
   8. stop (SIGTERM) the replica that owns the first cluster, issue one more
      Certificate there and show the other replica took over.
 
+With --acme it also runs an ACME CA (Pebble) and a DNS server (BIND) on
+loopback ('make acme-bed' builds them; $CERTHUB_ACME_BED), creates an ACME
+ClusterIssuer "demo-acme" in the hub whose DNS-01 solver writes TXT records
+to BIND over RFC 2136 with a TSIG key that stays in the hub, and applies one
+more Certificate per cluster from it: one ACME account serves every cluster.
+'make demo-acme' runs that.
+
 Everything is stopped and removed on exit and on Ctrl-C. 'make demo' builds
 the binaries and runs this.`,
 		Args: cobra.NoArgs,
@@ -80,30 +89,74 @@ the binaries and runs this.`,
 	cmd.Flags().IntVar(&d.replicas, "replicas", d.replicas, "Number of hub replicas (processes)")
 	cmd.Flags().DurationVar(&d.timeout, "timeout", d.timeout, "Give up when the Certificates are not Ready after this long")
 	cmd.Flags().BoolVarP(&d.verbose, "verbose", "v", d.verbose, "Show the hub's logs")
+	cmd.Flags().BoolVar(&d.acme, "acme", d.acme, "Also issue from an ACME ClusterIssuer: Pebble + BIND on loopback (make acme-bed), DNS-01 solved from the hub")
 	return cmd
 }
 
-// demoPolicy lets each cluster get names under its own subdomain, and each
-// namespace its in-cluster service name.
-func demoPolicy() policy.IssuancePolicy {
+// demoPolicy lets each cluster get names under its own subdomain (of
+// example.com, and of acmeZone when set), and each namespace its
+// in-cluster service name.
+func demoPolicy(acmeZone string) policy.IssuancePolicy {
+	names := []string{"*.{{cluster}}.example.com", "{{namespace}}.svc.cluster.local"}
+	if acmeZone != "" {
+		names = append(names, "*.{{cluster}}."+acmeZone)
+	}
 	return policy.IssuancePolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: policy.GroupVersion.String(), Kind: policy.GVK.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: "own-subdomain"},
 		Spec: policy.Spec{Allowed: policy.Allowed{
-			DNSNames: &policy.StringValues{Values: []string{"*.{{cluster}}.example.com", "{{namespace}}.svc.cluster.local"}},
+			DNSNames: &policy.StringValues{Values: names},
 		}, Constraints: policy.Constraints{PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm}}},
 	}
 }
 
+// demoACMEIssuer is the --acme ClusterIssuer.
+const demoACMEIssuer = "demo-acme"
+
+// startDemoACME runs Pebble + BIND and creates the ACME ClusterIssuer (and
+// its TSIG Secret) in the hub; it returns the bed and the replicas' flags.
+func startDemoACME(ctx context.Context, bed *testbed.Bed) (*acmebed.Bed, []string, error) {
+	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to start Pebble and BIND (make acme-bed builds them): %w", err)
+	}
+	hub := bed.Hub.Client
+	if err := hub.Create(ctx, ca.TSIGSecretObject(bed.HubNamespace(), "demo-tsig")); err != nil {
+		return ca, nil, err
+	}
+	if err := hub.Create(ctx, ca.ClusterIssuer(demoACMEIssuer, "demo-acme-account", "demo-tsig")); err != nil {
+		return ca, nil, err
+	}
+	return ca, []string{"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only"}, nil
+}
+
+// waitIssuerReady waits until the ClusterIssuer name is Ready (its ACME
+// account registered).
+func waitIssuerReady(ctx context.Context, hub client.Client, name string, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ci := &cmapi.ClusterIssuer{}
+		if err := hub.Get(ctx, client.ObjectKey{Name: name}, ci); err != nil {
+			return false, nil // transient; keep polling
+		}
+		for _, c := range ci.Status.Conditions {
+			if c.Type == cmapi.IssuerConditionReady && c.Status == cmmeta.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
 // demoDenied asks, in cluster, for a name of other: the policy denies it.
 func demoDenied(cluster, other string) *cmapi.Certificate {
-	crt := demoCertificates(cluster)[0]
+	crt := demoCertificates(cluster, "")[0]
 	crt.Name, crt.Spec.SecretName, crt.Spec.DNSNames = "stolen", "stolen-tls", []string{"shop." + other + ".example.com"}
 	return crt
 }
 
-// demoCertificates are applied to every downstream cluster.
-func demoCertificates(clusterName string) []*cmapi.Certificate {
+// demoCertificates are applied to every downstream cluster; with an
+// acmeZone, one more from the ACME ClusterIssuer.
+func demoCertificates(clusterName, acmeZone string) []*cmapi.Certificate {
 	ref := cmmeta.IssuerReference{Name: "demo-ca", Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"}
 	mk := func(ns, name string, dns ...string) *cmapi.Certificate {
 		return &cmapi.Certificate{
@@ -116,10 +169,15 @@ func demoCertificates(clusterName string) []*cmapi.Certificate {
 			},
 		}
 	}
-	return []*cmapi.Certificate{
+	out := []*cmapi.Certificate{
 		mk("shop", "web", "shop."+clusterName+".example.com"),
 		mk("payments", "api", "api.payments."+clusterName+".example.com", "payments.svc.cluster.local"),
 	}
+	if acmeZone != "" {
+		ref.Name = demoACMEIssuer
+		out = append(out, mk("shop", "web-acme", "shop."+clusterName+"."+acmeZone))
+	}
+	return out
 }
 
 func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
@@ -154,14 +212,33 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	pol, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptr.To(demoPolicy()))
+	var acmeZone string
+	var replicaArgs []string
+	if d.acme {
+		var ca *acmebed.Bed
+		ca, replicaArgs, err = startDemoACME(ctx, bed)
+		if ca != nil {
+			defer func() { err = errors.Join(err, ca.Stop()) }()
+		}
+		if err != nil {
+			return err
+		}
+		acmeZone = ca.Zone
+		step("started an ACME CA (Pebble, %s) and DNS (BIND, %s, zone %s); ClusterIssuer %s orders from it, solving DNS-01 over RFC 2136 with a TSIG key kept in the hub",
+			ca.DirectoryURL, ca.Nameserver, ca.Zone, demoACMEIssuer)
+	}
+	pol, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptr.To(demoPolicy(acmeZone)))
 	if err != nil {
 		return err
 	}
 	if err := bed.Hub.Client.Create(ctx, &unstructured.Unstructured{Object: pol}); err != nil {
 		return fmt.Errorf("failed to create the demo IssuancePolicy: %w", err)
 	}
-	step("installed IssuancePolicy %q in the hub: each cluster may get *.<cluster>.example.com only (replicas run with --default-policy=deny)", demoPolicy().Name)
+	zones := "example.com"
+	if acmeZone != "" {
+		zones += " and *.<cluster>." + acmeZone
+	}
+	step("installed IssuancePolicy %q in the hub: each cluster may get *.<cluster>.%s only (replicas run with --default-policy=deny)", demoPolicy(acmeZone).Name, zones)
 	replicas := map[string]*demoReplica{}
 	defer func() {
 		for _, r := range replicas {
@@ -169,7 +246,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		}
 	}()
 	for i := range d.replicas {
-		r, err := startDemoReplica(ctx, dir, kubeconfig, fmt.Sprintf("certhub-%d", i), bed, d.verbose)
+		r, err := startDemoReplica(ctx, dir, kubeconfig, fmt.Sprintf("certhub-%d", i), bed, d.verbose, replicaArgs...)
 		if err != nil {
 			return err
 		}
@@ -177,9 +254,15 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	}
 	step("started %d hub replicas as processes (--verbose shows their logs); they share the clusters by rendezvous hashing, fenced by Leases", d.replicas)
 
+	if d.acme {
+		if err := waitIssuerReady(ctx, bed.Hub.Client, demoACMEIssuer, d.timeout); err != nil {
+			return fmt.Errorf("ClusterIssuer %s never registered its ACME account: %w", demoACMEIssuer, err)
+		}
+		step("ClusterIssuer %s is Ready: one ACME account, registered once, for every cluster", demoACMEIssuer)
+	}
 	var total int
 	for _, cp := range bed.Downstreams {
-		for _, crt := range demoCertificates(cp.Name) {
+		for _, crt := range demoCertificates(cp.Name, acmeZone) {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crt.Namespace}}
 			if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, ns)); err != nil {
 				return fmt.Errorf("failed to create namespace in %s: %w", cp.Name, err)
@@ -224,7 +307,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		return err
 	}
 	delete(replicas, owner)
-	extra := demoCertificates(first.Name)[0]
+	extra := demoCertificates(first.Name, "")[0]
 	extra.Name, extra.Spec.SecretName = "after-failover", "after-failover-tls"
 	if err := first.Client.Create(ctx, extra); err != nil {
 		return fmt.Errorf("failed to create Certificate in %s: %w", first.Name, err)
@@ -260,7 +343,7 @@ type demoReplica struct {
 	done chan error
 }
 
-func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool) (*demoReplica, error) {
+func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool, args ...string) (*demoReplica, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the certhub binary: %w", err)
@@ -274,6 +357,7 @@ func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbe
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--default-policy", "deny",
 		"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms", "--renew-interval", "1s")
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if verbose {
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(logf, os.Stderr), io.MultiWriter(logf, os.Stderr)

@@ -42,25 +42,56 @@ func TestMain(m *testing.M) {
 
 // `certhub demo` (what `make demo` runs) issues every example Certificate in
 // both clusters, survives the failover it stages, prints the table and the
-// status, and exits 0.
+// status, and exits 0. With --acme (`make demo-acme`) it also issues one
+// Certificate per cluster from an ACME ClusterIssuer on Pebble + BIND.
 func TestDemo(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "demo").CombinedOutput()
-	if err != nil {
-		t.Fatalf("certhub demo: %v\n%s", err, out)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+		acme int // Ready rows of ClusterIssuer/demo-acme, at least
+	}{
+		{name: "demo", args: []string{"demo"},
+			want: []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status", "IssuancePolicy"}},
+		{name: "demo --acme", args: []string{"demo", "--acme"},
+			want: []string{"ClusterIssuer/demo-acme", "one ACME account, registered once", "is now served by"}, acme: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, binary, tc.args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("certhub %s: %v\n%s", strings.Join(tc.args, " "), err, out)
+			}
+			text := string(out)
+			for _, want := range tc.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("the demo output lacks %q:\n%s", want, text)
+				}
+			}
+			rows, denied, acme := checkDemoTables(t, text)
+			if rows == 0 || denied == 0 {
+				t.Errorf("the demo tables show %d Certificate rows, %d denied; want both > 0:\n%s", rows, denied, text)
+			}
+			if acme < tc.acme {
+				t.Errorf("the first demo table shows %d Ready Certificates from ClusterIssuer/demo-acme, want %d:\n%s", acme, tc.acme, text)
+			}
+		})
 	}
-	text := string(out)
-	for _, want := range []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status", "IssuancePolicy"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the demo output lacks %q:\n%s", want, text)
-		}
-	}
-	// Demo table rows: CLUSTER OWNER NAMESPACE/NAME READY REASON ...; every
-	// Certificate is Ready but shop/stolen, which the policy denies.
-	rows, denied := 0, 0
+}
+
+// checkDemoTables reads the demo's tables (rows CLUSTER OWNER NAMESPACE/NAME
+// READY REASON ... ISSUER): every Certificate is Ready but shop/stolen,
+// which the policy denies. It returns the rows, the denied ones, and the
+// Ready ones from ClusterIssuer/demo-acme in the first table.
+func checkDemoTables(t *testing.T, text string) (rows, denied, acme int) {
+	t.Helper()
+	tables := 0
 	for _, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "CLUSTER" && strings.Contains(line, "CERTIFICATE") {
+			tables++
+		}
 		if len(f) < 5 || !strings.HasPrefix(f[0], "cluster-") || !strings.Contains(f[2], "/") {
 			continue
 		}
@@ -73,11 +104,11 @@ func TestDemo(t *testing.T) {
 			denied++
 		case f[3] != "True":
 			t.Errorf("a Certificate in the demo table is not Ready: %s", line)
+		case tables == 1 && f[len(f)-1] == "ClusterIssuer/demo-acme":
+			acme++
 		}
 	}
-	if rows == 0 || denied == 0 {
-		t.Errorf("the demo tables show %d Certificate rows, %d denied; want both > 0:\n%s", rows, denied, text)
-	}
+	return rows, denied, acme
 }
 
 // childPIDs lists the descendants of pid.

@@ -458,7 +458,7 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 	if s.opts.newProvider != nil {
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
-	return newProvider(ctx, s.hub, s.opts.Namespace, s.opts.DNS01Nameservers, ci.Spec.ACME.Solvers[idx])
+	return newProvider(ctx, s.hub, s.opts.Namespace, s.opts.DNS01Nameservers, s.opts.UserAgent, ci.Spec.ACME.Solvers[idx])
 }
 
 // refused reports whether the CA answered err with a 4xx other than 429:

@@ -9,6 +9,7 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/acmedns"
+	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/cloudflare"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/rfc2136"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,7 @@ const (
 )
 
 // SupportedSolvers says what the hub solves, for messages.
-const SupportedSolvers = "dns01 with rfc2136 or acmeDNS"
+const SupportedSolvers = "dns01 with rfc2136, cloudflare or acmeDNS"
 
 // dnsProvider writes and removes TXT records. domain is the identifier
 // (without "*."), fqdn the record, zone the zone found for it.
@@ -134,7 +135,7 @@ func checkSolver(s cmacme.ACMEChallengeSolver, index int) error {
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is http01; the hub solves only %s (HTTP-01 would need a solver in every downstream cluster)", index, SupportedSolvers)}
 	case s.DNS01 == nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d has no dns01 configuration; the hub solves %s", index, SupportedSolvers)}
-	case s.DNS01.RFC2136 != nil, s.DNS01.AcmeDNS != nil:
+	case s.DNS01.RFC2136 != nil, s.DNS01.AcmeDNS != nil, s.DNS01.Cloudflare != nil:
 		return nil
 	case s.DNS01.Webhook != nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is a dns01 webhook; the hub solves %s", index, SupportedSolvers)}
@@ -145,9 +146,28 @@ func checkSolver(s cmacme.ACMEChallengeSolver, index int) error {
 
 // newProvider builds solver s's DNS provider; credentials are read from
 // Secrets in the hub namespace only.
-func newProvider(ctx context.Context, secrets client.Reader, namespace string, nameservers []string, s cmacme.ACMEChallengeSolver) (dnsProvider, error) {
+func newProvider(ctx context.Context, secrets client.Reader, namespace string, nameservers []string, userAgent string, s cmacme.ACMEChallengeSolver) (dnsProvider, error) {
 	if err := checkSolver(s, 0); err != nil {
 		return nil, err
+	}
+	if cf := s.DNS01.Cloudflare; cf != nil {
+		var key, token []byte
+		var err error
+		if cf.APIKey != nil {
+			if key, err = secretValue(ctx, secrets, namespace, *cf.APIKey); err != nil {
+				return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("cloudflare API key: %v", err)}
+			}
+		}
+		if cf.APIToken != nil {
+			if token, err = secretValue(ctx, secrets, namespace, *cf.APIToken); err != nil {
+				return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("cloudflare API token: %v", err)}
+			}
+		}
+		p, err := cloudflare.NewDNSProviderCredentials(cf.Email, strings.TrimSpace(string(key)), strings.TrimSpace(string(token)), nameservers, userAgent)
+		if err != nil {
+			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("cloudflare: %v", err)}
+		}
+		return apiProvider{p}, nil
 	}
 	if a := s.DNS01.AcmeDNS; a != nil {
 		accounts, err := secretValue(ctx, secrets, namespace, a.AccountSecret)

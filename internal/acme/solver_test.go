@@ -3,6 +3,7 @@ package acme
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -70,7 +71,7 @@ func TestACMEDNSProvider(t *testing.T) {
 		t.Fatalf("acmeDNS refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, hub, ns, nil, solver("acme-dns"))
+	p, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("acme-dns"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,127 @@ func TestACMEDNSProvider(t *testing.T) {
 	if err := p.Present(ctx, "bad.example.test", "_acme-challenge.bad.example.test.", "example.test.", "v"); err == nil {
 		t.Error("the acme-dns server refused the credentials, Present did not say so")
 	}
-	if _, err := newProvider(ctx, hub, ns, nil, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing account Secret: %v, want not found", err)
+	}
+}
+
+// cloudflareFake is Cloudflare's v4 API for one zone, example.test (id
+// z1): zone lookup by name, TXT record list, create and delete. It
+// accepts only the API token "token-1".
+type cloudflareFake struct {
+	mu      sync.Mutex
+	records map[string]string // id → name=content
+	next    int
+	authz   []string
+}
+
+func (f *cloudflareFake) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.authz = append(f.authz, r.Header.Get("Authorization"))
+	reply := func(code int, result any) (*http.Response, error) {
+		raw, _ := json.Marshal(map[string]any{"success": code < 300, "errors": []any{}, "result": result})
+		rec := httptest.NewRecorder()
+		rec.WriteHeader(code)
+		_, _ = rec.Write(raw)
+		return rec.Result(), nil
+	}
+	if r.URL.Host != "api.cloudflare.com" {
+		return nil, fmt.Errorf("unexpected request to %s", r.URL)
+	}
+	if r.Header.Get("Authorization") != "Bearer token-1" {
+		return reply(http.StatusForbidden, nil)
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/client/v4")
+	switch {
+	case r.Method == http.MethodGet && path == "/zones":
+		if r.URL.Query().Get("name") == "example.test" {
+			return reply(http.StatusOK, []map[string]string{{"id": "z1", "name": "example.test"}})
+		}
+		return reply(http.StatusOK, []any{})
+	case r.Method == http.MethodGet && path == "/zones/z1/dns_records":
+		var out []map[string]string
+		for id, rec := range f.records {
+			name, content, _ := strings.Cut(rec, "=")
+			if name == r.URL.Query().Get("name") {
+				out = append(out, map[string]string{"id": id, "type": "TXT", "name": name, "content": content})
+			}
+		}
+		return reply(http.StatusOK, out)
+	case r.Method == http.MethodPost && path == "/zones/z1/dns_records":
+		var rec struct{ Name, Content string }
+		if err := json.NewDecoder(r.Body).Decode(&rec); err != nil {
+			return reply(http.StatusBadRequest, nil)
+		}
+		f.next++
+		id := fmt.Sprintf("r%d", f.next)
+		f.records[id] = rec.Name + "=" + rec.Content
+		return reply(http.StatusOK, map[string]string{"id": id})
+	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/zones/z1/dns_records/"):
+		delete(f.records, strings.TrimPrefix(path, "/zones/z1/dns_records/"))
+		return reply(http.StatusOK, map[string]string{})
+	}
+	return reply(http.StatusNotFound, nil)
+}
+
+// The cloudflare solver: its API token comes from a hub Secret; Present
+// finds the zone through the API and adds the TXT record once, CleanUp
+// removes it; a wrong token is a clear error.
+func TestCloudflareProvider(t *testing.T) {
+	api := &cloudflareFake{records: map[string]string{}}
+	prev := http.DefaultTransport // cert-manager's provider uses a plain http.Client
+	http.DefaultTransport = api
+	t.Cleanup(func() { http.DefaultTransport = prev })
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		secret("cf", map[string][]byte{"token": []byte("token-1\n")}),
+		secret("cf-wrong", map[string][]byte{"token": []byte("token-2")})).Build()
+	solver := func(secretName string) cmacme.ACMEChallengeSolver {
+		return cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{Cloudflare: &cmacme.ACMEIssuerDNS01ProviderCloudflare{
+			APIToken: &cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: secretName}, Key: "token"}}}}
+	}
+	if err := checkSolver(solver("cf"), 0); err != nil {
+		t.Fatalf("cloudflare refused: %v", err)
+	}
+	ctx := context.Background()
+	p, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("cf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fqdn = "_acme-challenge.web.example.test."
+	for range 2 { // the second Present finds the record and adds none
+		if err := p.Present(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+			t.Fatalf("present: %v", err)
+		}
+	}
+	api.mu.Lock()
+	got := fmt.Sprint(api.records)
+	api.mu.Unlock()
+	if got != "map[r1:_acme-challenge.web.example.test=token-value]" {
+		t.Errorf("records %s, want the one TXT record", got)
+	}
+	if err := p.CleanUp(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+		t.Fatalf("clean-up: %v", err)
+	}
+	api.mu.Lock()
+	left := len(api.records)
+	api.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d records left after clean-up", left)
+	}
+	wrong, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("cf-wrong"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Present(ctx, "web.example.test", fqdn, "", "v"); err == nil {
+		t.Error("Cloudflare refused the token, Present did not say so")
+	}
+	if _, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a missing token Secret: %v, want not found", err)
 	}
 }

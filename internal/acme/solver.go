@@ -10,6 +10,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/acmedns"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/cloudflare"
+	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/digitalocean"
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/rfc2136"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,7 +30,7 @@ const (
 )
 
 // SupportedSolvers says what the hub solves, for messages.
-const SupportedSolvers = "dns01 with rfc2136, cloudflare or acmeDNS"
+const SupportedSolvers = "dns01 with rfc2136, cloudflare, digitalocean or acmeDNS"
 
 // dnsProvider writes and removes TXT records. domain is the identifier
 // (without "*."), fqdn the record, zone the zone found for it.
@@ -135,7 +136,7 @@ func checkSolver(s cmacme.ACMEChallengeSolver, index int) error {
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is http01; the hub solves only %s (HTTP-01 would need a solver in every downstream cluster)", index, SupportedSolvers)}
 	case s.DNS01 == nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d has no dns01 configuration; the hub solves %s", index, SupportedSolvers)}
-	case s.DNS01.RFC2136 != nil, s.DNS01.AcmeDNS != nil, s.DNS01.Cloudflare != nil:
+	case s.DNS01.RFC2136 != nil, s.DNS01.AcmeDNS != nil, s.DNS01.Cloudflare != nil, s.DNS01.DigitalOcean != nil:
 		return nil
 	case s.DNS01.Webhook != nil:
 		return &solverError{ReasonUnsupportedSolver, fmt.Sprintf("solver %d is a dns01 webhook; the hub solves %s", index, SupportedSolvers)}
@@ -166,6 +167,17 @@ func newProvider(ctx context.Context, secrets client.Reader, namespace string, n
 		p, err := cloudflare.NewDNSProviderCredentials(cf.Email, strings.TrimSpace(string(key)), strings.TrimSpace(string(token)), nameservers, userAgent)
 		if err != nil {
 			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("cloudflare: %v", err)}
+		}
+		return apiProvider{p}, nil
+	}
+	if do := s.DNS01.DigitalOcean; do != nil {
+		token, err := secretValue(ctx, secrets, namespace, do.Token)
+		if err != nil {
+			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("digitalocean token: %v", err)}
+		}
+		p, err := digitalocean.NewDNSProviderCredentials(strings.TrimSpace(string(token)), nameservers, userAgent)
+		if err != nil {
+			return nil, &solverError{ReasonSolverConfig, fmt.Sprintf("digitalocean: %v", err)}
 		}
 		return apiProvider{p}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -215,5 +217,146 @@ func TestCloudflareProvider(t *testing.T) {
 	}
 	if _, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing token Secret: %v, want not found", err)
+	}
+}
+
+// soaServer answers SOA queries for zone on loopback (what cert-manager's
+// zone discovery asks) and NXDOMAIN with the zone's SOA for names in it.
+func soaServer(t *testing.T, zone string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soa := &dns.SOA{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
+		Ns: "ns." + zone, Mbox: "admin." + zone, Serial: 1, Refresh: 60, Retry: 60, Expire: 600, Minttl: 60}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		q := r.Question[0]
+		switch {
+		case q.Name == zone && q.Qtype == dns.TypeSOA:
+			m.Answer = append(m.Answer, soa)
+		case dns.IsSubDomain(zone, q.Name):
+			m.Rcode = dns.RcodeNameError
+			m.Ns = append(m.Ns, soa)
+		default:
+			m.Rcode = dns.RcodeRefused
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// digitalOceanFake is DigitalOcean's v2 domain records API for
+// example.test; it accepts only the token "do-1".
+type digitalOceanFake struct {
+	mu      sync.Mutex
+	records map[int]string // id → relative name=data
+	next    int
+}
+
+func (f *digitalOceanFake) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reply := func(code int, body any) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		rec.WriteHeader(code)
+		if body != nil {
+			_ = json.NewEncoder(rec).Encode(body)
+		}
+		return rec.Result(), nil
+	}
+	if r.URL.Host != "api.digitalocean.com" {
+		return nil, fmt.Errorf("unexpected request to %s", r.URL)
+	}
+	if r.Header.Get("Authorization") != "Bearer do-1" {
+		return reply(http.StatusUnauthorized, map[string]string{"id": "unauthorized", "message": "Unable to authenticate you"})
+	}
+	const base = "/v2/domains/example.test/records"
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == base:
+		var out []map[string]any
+		for id, rec := range f.records {
+			name, data, _ := strings.Cut(rec, "=")
+			out = append(out, map[string]any{"id": id, "type": "TXT", "name": name, "data": data})
+		}
+		return reply(http.StatusOK, map[string]any{"domain_records": out, "links": map[string]any{}, "meta": map[string]int{"total": len(out)}})
+	case r.Method == http.MethodPost && r.URL.Path == base:
+		var rec struct{ Type, Name, Data string }
+		if err := json.NewDecoder(r.Body).Decode(&rec); err != nil {
+			return reply(http.StatusBadRequest, nil)
+		}
+		f.next++
+		f.records[f.next] = strings.TrimSuffix(strings.TrimSuffix(rec.Name, "."), ".example.test") + "=" + rec.Data
+		return reply(http.StatusCreated, map[string]any{"domain_record": map[string]any{"id": f.next, "type": rec.Type, "name": rec.Name, "data": rec.Data}})
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, base+"/"):
+		var id int
+		_, _ = fmt.Sscan(strings.TrimPrefix(r.URL.Path, base+"/"), &id)
+		delete(f.records, id)
+		return reply(http.StatusNoContent, nil)
+	}
+	return reply(http.StatusNotFound, nil)
+}
+
+// The digitalocean solver: its token comes from a hub Secret; the zone is
+// found through the configured nameservers; Present adds the TXT record
+// once, CleanUp removes it; a refused token is a clear error.
+func TestDigitalOceanProvider(t *testing.T) {
+	api := &digitalOceanFake{records: map[int]string{}}
+	prev := http.DefaultTransport // godo's OAuth2 client uses the default transport
+	http.DefaultTransport = api
+	t.Cleanup(func() { http.DefaultTransport = prev })
+	nameserver := soaServer(t, "example.test.")
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		secret("do", map[string][]byte{"token": []byte("do-1")}), secret("do-wrong", map[string][]byte{"token": []byte("do-2")})).Build()
+	solver := func(secretName string) cmacme.ACMEChallengeSolver {
+		return cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{DigitalOcean: &cmacme.ACMEIssuerDNS01ProviderDigitalOcean{
+			Token: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: secretName}, Key: "token"}}}}
+	}
+	if err := checkSolver(solver("do"), 0); err != nil {
+		t.Fatalf("digitalocean refused: %v", err)
+	}
+	ctx := context.Background()
+	p, err := newProvider(ctx, hub, ns, []string{nameserver}, "certhub-test", solver("do"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fqdn = "_acme-challenge.web.example.test."
+	for range 2 { // the second Present finds the record and adds none
+		if err := p.Present(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+			t.Fatalf("present: %v", err)
+		}
+	}
+	api.mu.Lock()
+	got := fmt.Sprint(api.records)
+	api.mu.Unlock()
+	if got != "map[1:_acme-challenge.web=token-value]" {
+		t.Errorf("records %s, want the one TXT record", got)
+	}
+	if err := p.CleanUp(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+		t.Fatalf("clean-up: %v", err)
+	}
+	api.mu.Lock()
+	left := len(api.records)
+	api.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d records left after clean-up", left)
+	}
+	wrong, err := newProvider(ctx, hub, ns, []string{nameserver}, "certhub-test", solver("do-wrong"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Present(ctx, "web.example.test", fqdn, "", "v"); err == nil {
+		t.Error("DigitalOcean refused the token, Present did not say so")
 	}
 }

@@ -188,26 +188,11 @@ func TestCloudflareProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	const fqdn = "_acme-challenge.web.example.test."
-	for range 2 { // the second Present finds the record and adds none
-		if err := p.Present(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
-			t.Fatalf("present: %v", err)
-		}
-	}
-	api.mu.Lock()
-	got := fmt.Sprint(api.records)
-	api.mu.Unlock()
-	if got != "map[r1:_acme-challenge.web.example.test=token-value]" {
-		t.Errorf("records %s, want the one TXT record", got)
-	}
-	if err := p.CleanUp(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
-		t.Fatalf("clean-up: %v", err)
-	}
-	api.mu.Lock()
-	left := len(api.records)
-	api.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d records left after clean-up", left)
-	}
+	presentTwiceAndCleanUp(t, p, fqdn, "map[r1:_acme-challenge.web.example.test=token-value]", func() string {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return fmt.Sprint(api.records)
+	})
 	wrong, err := newProvider(ctx, hub, ns, nil, "certhub-test", solver("cf-wrong"))
 	if err != nil {
 		t.Fatal(err)
@@ -332,31 +317,38 @@ func TestDigitalOceanProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	const fqdn = "_acme-challenge.web.example.test."
-	for range 2 { // the second Present finds the record and adds none
-		if err := p.Present(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
-			t.Fatalf("present: %v", err)
-		}
-	}
-	api.mu.Lock()
-	got := fmt.Sprint(api.records)
-	api.mu.Unlock()
-	if got != "map[1:_acme-challenge.web=token-value]" {
-		t.Errorf("records %s, want the one TXT record", got)
-	}
-	if err := p.CleanUp(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
-		t.Fatalf("clean-up: %v", err)
-	}
-	api.mu.Lock()
-	left := len(api.records)
-	api.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d records left after clean-up", left)
-	}
+	presentTwiceAndCleanUp(t, p, fqdn, "map[1:_acme-challenge.web=token-value]", func() string {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return fmt.Sprint(api.records)
+	})
 	wrong, err := newProvider(ctx, hub, ns, []string{nameserver}, "certhub-test", solver("do-wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := wrong.Present(ctx, "web.example.test", fqdn, "", "v"); err == nil {
 		t.Error("DigitalOcean refused the token, Present did not say so")
+	}
+}
+
+// presentTwiceAndCleanUp presents the TXT record of web.example.test twice
+// (the second finds it and adds none: records then shows want) and
+// removes it (records then shows none).
+func presentTwiceAndCleanUp(t *testing.T, p dnsProvider, fqdn, want string, records func() string) {
+	t.Helper()
+	ctx := context.Background()
+	for range 2 {
+		if err := p.Present(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+			t.Fatalf("present: %v", err)
+		}
+	}
+	if got := records(); got != want {
+		t.Errorf("records %s, want the one TXT record %s", got, want)
+	}
+	if err := p.CleanUp(ctx, "web.example.test", fqdn, "", "token-value"); err != nil {
+		t.Fatalf("clean-up: %v", err)
+	}
+	if got := records(); got != "map[]" {
+		t.Errorf("records %s after clean-up, want none", got)
 	}
 }

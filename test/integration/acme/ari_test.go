@@ -7,7 +7,6 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,21 +32,9 @@ func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
-	o := app.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
-	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{ca.Nameserver}, true
-	o.ACME.RenewalInfoInterval = time.Second // Pebble says 6 h; the test moves windows by hand
-	hubCtx, stopHub := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-done; err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	}()
-	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+	bed.runHub(ctx, t, "pebble", func(o *app.Options) {
+		o.ACME.RenewalInfoInterval = time.Second // Pebble says 6 h; the test moves windows by hand
+	})
 
 	fixture.EnsureNamespace(t, cp.Client, "shop")
 	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))

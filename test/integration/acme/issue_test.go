@@ -10,14 +10,12 @@ import (
 
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -54,20 +52,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 		}
 	}
 
-	o := app.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = ns, bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
-	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{ca.Nameserver}, true // BIND is the zone's only server
-	hubCtx, stopHub := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-done; err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	}()
-	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+	bed.runHub(ctx, t, "pebble", nil)
 
 	zone := ca.Zone
 	good := []struct {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"testing"
 
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
@@ -47,6 +50,31 @@ func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issua
 	b := &issuanceBed{Bed: bed, CA: ca, Kubeconfig: kubeconfig}
 	b.createTSIGSecret(ctx, t, "tsig", ca.TSIGSecret)
 	return b
+}
+
+// runHub runs a hub replica in-process against the bed (BIND its only
+// nameserver for DNS-01), its options adjusted by tune, until the test
+// ends; it then fails the test if the replica returned an error. It waits
+// until ClusterIssuer issuer has its ACME account registered.
+func (b *issuanceBed) runHub(ctx context.Context, t *testing.T, issuer string, tune func(*app.Options)) {
+	t.Helper()
+	o := app.NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = b.HubNamespace(), b.ArgoNamespace()
+	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
+	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{b.CA.Nameserver}, true // BIND is the zone's only server
+	if tune != nil {
+		tune(o)
+	}
+	hubCtx, stopHub := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(hubCtx, b.Hub.Config, o) }()
+	t.Cleanup(func() {
+		stopHub()
+		if err := <-done; err != nil {
+			t.Errorf("hub: %v", err)
+		}
+	})
+	fixture.WaitClusterIssuer(t, b.Hub.Client, issuer, "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
 }
 
 // createTSIGSecret writes a TSIG secret (key fixture.TSIGSecretKey) in the hub namespace.

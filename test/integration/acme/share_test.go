@@ -6,12 +6,10 @@ import (
 	"testing"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -31,20 +29,7 @@ func TestACMESharesIdenticalRequestsWhenOptedIn(t *testing.T) {
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
-	o := app.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
-	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{ca.Nameserver}, true
-	hubCtx, stopHub := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-done; err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	}()
-	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+	bed.runHub(ctx, t, "pebble", nil)
 
 	var crts []*cmapi.Certificate
 	for _, cp := range bed.Downstreams {

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -32,9 +31,7 @@ func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
-	bed.runHub(ctx, t, "pebble", func(o *app.Options) {
-		o.ACME.RenewalInfoInterval = time.Second // Pebble says 6 h; the test moves windows by hand
-	})
+	bed.runHub(t, "pebble", "--acme-renewal-info-interval=1s") // Pebble says 6 h; the test moves windows by hand
 
 	fixture.EnsureNamespace(t, cp.Client, "shop")
 	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))

@@ -52,7 +52,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 		}
 	}
 
-	bed.runHub(ctx, t, "pebble", nil)
+	bed.runHub(t, "pebble")
 
 	zone := ca.Zone
 	good := []struct {

@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/integration/fleet"
 )
 
 // issuanceBed is what the issuing tests start: a hub with downstreams
@@ -52,29 +52,18 @@ func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issua
 	return b
 }
 
-// runHub runs a hub replica in-process against the bed (BIND its only
-// nameserver for DNS-01), its options adjusted by tune, until the test
-// ends; it then fails the test if the replica returned an error. It waits
-// until ClusterIssuer issuer has its ACME account registered.
-func (b *issuanceBed) runHub(ctx context.Context, t *testing.T, issuer string, tune func(*app.Options)) {
+// runHub runs a hub replica process (certhub run) against the bed, BIND
+// its only nameserver for DNS-01, with args added, until the test ends,
+// and waits until ClusterIssuer issuer has its ACME account registered. A
+// process, not app.Run in the test: each package's metrics register once
+// per process, so a second in-process hub in one test binary would fail.
+func (b *issuanceBed) runHub(t *testing.T, issuer string, args ...string) *fleet.Replica {
 	t.Helper()
-	o := app.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = b.HubNamespace(), b.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "replica-0"
-	o.ACME.DNS01Nameservers, o.ACME.DNS01NameserversOnly = []string{b.CA.Nameserver}, true // BIND is the zone's only server
-	if tune != nil {
-		tune(o)
-	}
-	hubCtx, stopHub := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(hubCtx, b.Hub.Config, o) }()
-	t.Cleanup(func() {
-		stopHub()
-		if err := <-done; err != nil {
-			t.Errorf("hub: %v", err)
-		}
-	})
+	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: b.Kubeconfig, HubNamespace: b.HubNamespace(), ArgoNamespace: b.ArgoNamespace(),
+		Args: append([]string{"--dns01-recursive-nameservers", b.CA.Nameserver, "--dns01-recursive-nameservers-only"}, args...)}
+	r := cfg.Start(t, "replica-0")
 	fixture.WaitClusterIssuer(t, b.Hub.Client, issuer, "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
+	return r
 }
 
 // createTSIGSecret writes a TSIG secret (key fixture.TSIGSecretKey) in the hub namespace.

@@ -29,7 +29,7 @@ func TestACMESharesIdenticalRequestsWhenOptedIn(t *testing.T) {
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
-	bed.runHub(ctx, t, "pebble", nil)
+	bed.runHub(t, "pebble")
 
 	var crts []*cmapi.Certificate
 	for _, cp := range bed.Downstreams {

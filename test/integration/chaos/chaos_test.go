@@ -420,6 +420,9 @@ const stableFor = 5 * time.Second
 // afterwards every Certificate still has the revision it converged with.
 func expectQuiet(t testing.TB, all []found, audit *fleet.Auditor, quiet time.Duration) {
 	t.Helper()
+	// The auditor's informer of a cluster whose API server was down relists
+	// after its back-off: what it has not recorded yet was issued before now.
+	audit.WaitCaughtUp(t, bed.Downstreams, time.Minute)
 	before := audit.Issuances()
 	deadline := time.Now().Add(quiet)
 	for time.Now().Before(deadline) {

@@ -11,12 +11,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/testbed"
@@ -192,6 +195,37 @@ func (a *Auditor) Serials(cluster, namespace, name string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.serials[cluster+"/"+namespace+"/"+name])
+}
+
+// WaitCaughtUp polls until the auditor has seen the certificate that every
+// managed Secret holds now, as each API server lists it. An informer cut
+// off by an outage relists only after its back-off (up to ~30 s); what it
+// records then was issued before, and must not count as new in a check
+// that starts now. It fails the test after timeout.
+func (a *Auditor) WaitCaughtUp(t testing.TB, downstreams []*testbed.ControlPlane, timeout time.Duration) {
+	t.Helper()
+	var behind []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		behind = behind[:0]
+		for _, cp := range downstreams {
+			list := &corev1.SecretList{}
+			if err := cp.Client.List(ctx, list, client.MatchingLabels{certsync.ManagedLabel: certsync.ManagedValue}); err != nil {
+				behind = append(behind, cp.Name+": "+err.Error())
+				continue
+			}
+			a.mu.Lock()
+			for _, s := range list.Items {
+				if sn := serial(s.Data[corev1.TLSCertKey]); sn != "" && !a.serials[cp.Name+"/"+s.Namespace+"/"+s.Name][sn] {
+					behind = append(behind, cp.Name+"/"+s.Namespace+"/"+s.Name)
+				}
+			}
+			a.mu.Unlock()
+		}
+		return len(behind) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the auditor has not seen the current certificate of %d Secrets after %s: %v", len(behind), timeout, behind[:min(len(behind), 10)])
+	}
 }
 
 // Issuances returns how many distinct certificates all managed Secrets have

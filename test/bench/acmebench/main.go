@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -269,23 +268,13 @@ func (b *bench) acmeCounts(ctx context.Context) ([2]float64, error) {
 func (b *bench) burst(ctx context.Context, n int, mk func(i int) *cmapi.Certificate) ([]time.Duration, error) {
 	created := make([]time.Time, n)
 	crts := make([]*cmapi.Certificate, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	for i := range n {
 		crts[i] = mk(i)
-		wg.Go(func() {
-			created[i] = time.Now()
-			if err := b.bed.Downstreams[i%len(b.bed.Downstreams)].Client.Create(ctx, crts[i]); err != nil {
-				errs <- err
-			}
-		})
-		if i%8 == 7 {
-			wg.Wait()
-		}
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := benchutil.CreateInBatches(n, func(i int) error {
+		created[i] = time.Now()
+		return b.bed.Downstreams[i%len(b.bed.Downstreams)].Client.Create(ctx, crts[i])
+	}); err != nil {
 		return nil, err
 	}
 	var ds []time.Duration

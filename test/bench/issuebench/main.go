@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -150,21 +149,9 @@ func run(n, burst int, out, cases string) error {
 		return report(results, out)
 	}
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, burst)
-	for i := range burst {
-		wg.Go(func() {
-			if err := cp.Client.Create(ctx, cert(ns, fmt.Sprintf("burst-%04d", i), cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
-				errs <- err
-			}
-		})
-		if i%8 == 7 {
-			wg.Wait()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := benchutil.CreateInBatches(burst, func(i int) error {
+		return cp.Client.Create(ctx, cert(ns, fmt.Sprintf("burst-%04d", i), cmapi.ECDSAKeyAlgorithm, 256))
+	}); err != nil {
 		return err
 	}
 	created := time.Since(start)

@@ -240,3 +240,24 @@ func Download(ctx context.Context, url, path string) error {
 	}
 	return f.Close()
 }
+
+// CreateInBatches calls create(i) for i in [0, n), 8 at a time (what one
+// client's connection pool serves without queueing), and returns the
+// first error.
+func CreateInBatches(n int, create func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := create(i); err != nil {
+				errs <- err
+			}
+		})
+		if i%8 == 7 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
@@ -104,6 +105,15 @@ func leaf(t *testing.T, serial int64) *x509.Certificate {
 // account at srv.
 func newARIService(t *testing.T, srv *ariServer, clk *clocktesting.FakeClock) *Service {
 	t.Helper()
+	s, _ := newTestService(t, srv.Server, clk, func(o *Options) { o.RenewalInfoInterval = time.Hour })
+	return s
+}
+
+// newTestService is a Service with a fake hub whose ClusterIssuer "le"
+// (an rfc2136 solver, ns "certhub") has a registered account at the ACME
+// server srv; tune adjusts the options before their defaults.
+func newTestService(t *testing.T, srv *httptest.Server, clk *clocktesting.FakeClock, tune func(*Options)) (*Service, client.Client) {
+	t.Helper()
 	key, err := pki.GenerateRSAPrivateKey(2048)
 	if err != nil {
 		t.Fatal(err)
@@ -111,23 +121,27 @@ func newARIService(t *testing.T, srv *ariServer, clk *clocktesting.FakeClock) *S
 	ci := issuer("acct", "", false)
 	ci.Spec.ACME.Server = srv.URL + "/dir"
 	ci.Spec.ACME.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1:53"}}}}
 	ci.Status.ACME = &cmacme.ACMEIssuerStatus{URI: srv.URL + "/acct/1", LastPrivateKeyHash: keyHash(key)}
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cmapi.AddToScheme, AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := cmapi.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	hub := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&Order{}).
+		WithObjects(ci, secret("acct", map[string][]byte{"tls.key": pki.EncodePKCS1PrivateKey(key)})).Build()
+	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry()}
+	if tune != nil {
+		tune(&opts)
 	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ci, secret("acct", map[string][]byte{"tls.key": pki.EncodePKCS1PrivateKey(key)})).Build()
-	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry(), RenewalInfoInterval: time.Hour}
 	opts.defaults()
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &Service{hub: hub, live: hub, opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}},
-		ariSlots: make(chan struct{}, 2), ari: ariCache{m: map[string]*ariEntry{}}}
+		ariSlots: make(chan struct{}, 2), ari: ariCache{m: map[string]*ariEntry{}}}, hub
 }
 
 // RenewalTime never waits for the CA: the first call starts a fetch and

@@ -205,14 +205,24 @@ func TestCloudflareProvider(t *testing.T) {
 	}
 }
 
-// soaServer answers SOA queries for zone on loopback (what cert-manager's
-// zone discovery asks) and NXDOMAIN with the zone's SOA for names in it.
-func soaServer(t *testing.T, zone string) string {
+// fakeZone is a DNS server on loopback authoritative for one zone: SOA
+// (cert-manager's zone discovery), the TXT records set in it, NXDOMAIN
+// for other names in the zone.
+type fakeZone struct {
+	zone string
+	addr string
+	mu   sync.Mutex
+	txt  map[string]string // fqdn → value
+}
+
+func newFakeZone(t *testing.T, zone string) *fakeZone {
 	t.Helper()
+	z := &fakeZone{zone: zone, txt: map[string]string{}}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	z.addr = pc.LocalAddr().String()
 	soa := &dns.SOA{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
 		Ns: "ns." + zone, Mbox: "admin." + zone, Serial: 1, Refresh: 60, Retry: 60, Expire: 600, Minttl: 60}
 	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
@@ -220,9 +230,14 @@ func soaServer(t *testing.T, zone string) string {
 		m.SetReply(r)
 		m.Authoritative = true
 		q := r.Question[0]
+		z.mu.Lock()
+		v, ok := z.txt[q.Name]
+		z.mu.Unlock()
 		switch {
 		case q.Name == zone && q.Qtype == dns.TypeSOA:
 			m.Answer = append(m.Answer, soa)
+		case ok && q.Qtype == dns.TypeTXT:
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60}, Txt: []string{v}})
 		case dns.IsSubDomain(zone, q.Name):
 			m.Rcode = dns.RcodeNameError
 			m.Ns = append(m.Ns, soa)
@@ -233,7 +248,28 @@ func soaServer(t *testing.T, zone string) string {
 	})}
 	go func() { _ = srv.ActivateAndServe() }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return z
+}
+
+// Present and CleanUp make the zone a dnsProvider.
+func (z *fakeZone) Present(_ context.Context, _, fqdn, _, value string) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.txt[fqdn] = value
+	return nil
+}
+
+func (z *fakeZone) CleanUp(_ context.Context, _, fqdn, _, _ string) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	delete(z.txt, fqdn)
+	return nil
+}
+
+func (z *fakeZone) records() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return len(z.txt)
 }
 
 // digitalOceanFake is DigitalOcean's v2 domain records API for
@@ -296,7 +332,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 	prev := http.DefaultTransport // godo's OAuth2 client uses the default transport
 	http.DefaultTransport = api
 	t.Cleanup(func() { http.DefaultTransport = prev })
-	nameserver := soaServer(t, "example.test.")
+	nameserver := newFakeZone(t, "example.test.").addr
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

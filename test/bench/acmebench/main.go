@@ -293,19 +293,7 @@ func (b *bench) burst(ctx context.Context, n int, mk func(i int) *cmapi.Certific
 
 // createAndWait creates crt in cluster i and waits until it is Ready.
 func (b *bench) createAndWait(ctx context.Context, i int, crt *cmapi.Certificate) (time.Duration, error) {
-	w := b.watchers[i]
-	ready := w.Wait(crt.Namespace, crt.Name)
-	start := time.Now()
-	if err := b.bed.Downstreams[i].Client.Create(ctx, crt); err != nil {
-		return 0, err
-	}
-	select {
-	case <-ready:
-		at, _ := w.ReadyAt(crt.Namespace, crt.Name)
-		return at.Sub(start), nil
-	case <-time.After(2 * time.Minute):
-		return 0, fmt.Errorf("%s never Ready", crt.Name)
-	}
+	return b.watchers[i].CreateAndWait(ctx, b.bed.Downstreams[i].Client, crt)
 }
 
 func cert(name, dnsName, issuer string) *cmapi.Certificate {

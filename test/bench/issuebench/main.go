@@ -100,7 +100,7 @@ func run(n, burst int, out, cases string) error {
 	}
 
 	// Warm up: the first Certificate also waits for the cluster to be engaged.
-	if _, err := createAndWait(ctx, cp.Client, w, cert(ns, "warmup", cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
+	if _, err := w.CreateAndWait(ctx, cp.Client, cert(ns, "warmup", cmapi.ECDSAKeyAlgorithm, 256)); err != nil {
 		return err
 	}
 	var results []Result
@@ -125,7 +125,7 @@ func run(n, burst int, out, cases string) error {
 			return err
 		}
 		for i := range n {
-			d, err := createAndWait(ctx, cp.Client, w, cert(ns, fmt.Sprintf("lat-%s-%04d", strings.ToLower(string(alg.a)), i), alg.a, alg.size))
+			d, err := w.CreateAndWait(ctx, cp.Client, cert(ns, fmt.Sprintf("lat-%s-%04d", strings.ToLower(string(alg.a)), i), alg.a, alg.size))
 			if err != nil {
 				return err
 			}
@@ -190,21 +190,6 @@ func report(results []Result, out string) error {
 	return err
 }
 
-func createAndWait(ctx context.Context, c client.Client, w *benchutil.ReadyWatcher, crt *cmapi.Certificate) (time.Duration, error) {
-	ready := w.Wait(crt.Namespace, crt.Name)
-	start := time.Now()
-	if err := c.Create(ctx, crt); err != nil {
-		return 0, err
-	}
-	select {
-	case <-ready:
-		at, _ := w.ReadyAt(crt.Namespace, crt.Name)
-		return at.Sub(start), nil
-	case <-time.After(2 * time.Minute):
-		return 0, fmt.Errorf("%s never Ready", crt.Name)
-	}
-}
-
 func cert(ns, name string, alg cmapi.PrivateKeyAlgorithm, size int) *cmapi.Certificate {
 	c := fixture.Certificate(ns, name, "bench-ca")
 	c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: alg, Size: size}
@@ -256,7 +241,7 @@ func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyW
 			return nil, err
 		}
 		for i := range n / 4 {
-			d, err := createAndWait(ctx, bed.Downstreams[0].Client, w, cert(ns, fmt.Sprintf("pol-%d-%d-%04d", b, btoi(on), i), cmapi.ECDSAKeyAlgorithm, 256))
+			d, err := w.CreateAndWait(ctx, bed.Downstreams[0].Client, cert(ns, fmt.Sprintf("pol-%d-%d-%04d", b, btoi(on), i), cmapi.ECDSAKeyAlgorithm, 256))
 			if err != nil {
 				return nil, err
 			}

@@ -141,6 +141,23 @@ func (w *ReadyWatcher) ReadyAt(namespace, name string) (time.Time, bool) {
 	return t, ok
 }
 
+// CreateAndWait creates crt with c and returns how long until w saw it
+// Ready (at most two minutes).
+func (w *ReadyWatcher) CreateAndWait(ctx context.Context, c client.Client, crt *cmapi.Certificate) (time.Duration, error) {
+	ready := w.Wait(crt.Namespace, crt.Name)
+	start := time.Now()
+	if err := c.Create(ctx, crt); err != nil {
+		return 0, err
+	}
+	select {
+	case <-ready:
+		at, _ := w.ReadyAt(crt.Namespace, crt.Name)
+		return at.Sub(start), nil
+	case <-time.After(2 * time.Minute):
+		return 0, fmt.Errorf("%s never Ready", crt.Name)
+	}
+}
+
 // Ready is how many Certificates were seen Ready.
 func (w *ReadyWatcher) Ready() int {
 	w.mu.Lock()

@@ -93,11 +93,14 @@ func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, certsy
 	}
 }
 
-// waitForHub blocks until the hub API server answers, so a replica that
-// starts while the hub restarts waits for it (logging why) instead of
-// exiting into a crash-loop back-off. An answer that is an error (401, 403)
-// fails at once: waiting would not fix the credentials. It returns nil when
-// ctx ends first.
+// waitForHub blocks until the hub API server answers and serves the API
+// group the manager maps as it is created (certhub.io/v1alpha1: ACMEOrders
+// are cached by namespace), so a replica that starts while the hub
+// restarts — whose CRDs are served a moment after /version answers —
+// waits for it (logging why) instead of exiting into a crash-loop
+// back-off. A hub without the ACMEOrder CRD is waited for the same way,
+// saying so. An answer that is an error (401, 403) fails at once: waiting
+// would not fix the credentials. It returns nil when ctx ends first.
 func waitForHub(ctx context.Context, cfg *rest.Config) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -106,21 +109,33 @@ func waitForHub(ctx context.Context, cfg *rest.Config) error {
 	log := ctrl.Log.WithName("hub")
 	backoff := wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 	for {
-		_, err := dc.ServerVersion()
+		err := hubServes(dc)
 		if err == nil {
 			return nil
 		}
-		if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+		if status := apierrors.APIStatus(nil); errors.As(err, &status) && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("hub API server %s refused certhub: %w", cfg.Host, err)
 		}
 		d := backoff.Step()
-		log.Error(err, "hub API server unreachable; waiting for it", "host", cfg.Host, "retryIn", d.String())
+		log.Error(err, "hub API server not ready; waiting for it", "host", cfg.Host, "retryIn", d.String())
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(d):
 		}
 	}
+}
+
+// hubServes reports why the hub cannot be used yet: no answer, or the
+// ACMEOrder API not served (yet).
+func hubServes(dc discovery.DiscoveryInterface) error {
+	if _, err := dc.ServerVersion(); err != nil {
+		return err
+	}
+	if _, err := dc.ServerResourcesForGroupVersion(acme.GroupVersion.String()); err != nil {
+		return fmt.Errorf("the hub does not serve %s (the ACMEOrder CRD of kustomize/base/crds) yet: %w", acme.GroupVersion, err)
+	}
+	return nil
 }
 
 // hubSecretCache says which hub Secrets the hub caches: those of its own

@@ -11,11 +11,21 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// A hub that drops connections (restarting) is waited for; one that answers
-// with an error fails at once.
+// A hub that drops connections (restarting) is waited for, and so is one
+// that answers but does not serve certhub.io/v1alpha1 yet (after a restart
+// its CRDs come a moment later); one that answers with an error fails at once.
 func TestWaitForHub(t *testing.T) {
-	var calls atomic.Int32
-	restarting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var calls, groupAsked atomic.Int32
+	restarting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apis/certhub.io/v1alpha1" {
+			if groupAsked.Add(1) <= 2 {
+				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"certhub.io/v1alpha1","resources":[{"name":"acmeorders","namespaced":true,"kind":"ACMEOrder","verbs":["get","list"]}]}`))
+			return
+		}
 		if calls.Add(1) <= 2 {
 			hj, ok := w.(http.Hijacker)
 			if !ok {
@@ -35,8 +45,8 @@ func TestWaitForHub(t *testing.T) {
 	if err := waitForHub(context.Background(), &rest.Config{Host: restarting.URL}); err != nil {
 		t.Fatalf("waitForHub: %v", err)
 	}
-	if n := calls.Load(); n != 3 {
-		t.Errorf("hub asked %d times, want 3 (two dropped connections, then an answer)", n)
+	if n, g := calls.Load(), groupAsked.Load(); n != 5 || g != 3 {
+		t.Errorf("hub asked for its version %d times and for certhub.io/v1alpha1 %d times, want 5 and 3 (two dropped connections, then twice not served yet, then served)", n, g)
 	}
 
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

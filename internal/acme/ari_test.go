@@ -123,14 +123,7 @@ func newTestService(t *testing.T, srv *httptest.Server, clk *clocktesting.FakeCl
 	ci.Spec.ACME.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1:53"}}}}
 	ci.Status.ACME = &cmacme.ACMEIssuerStatus{URI: srv.URL + "/acct/1", LastPrivateKeyHash: keyHash(key)}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cmapi.AddToScheme, AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&Order{}).
-		WithObjects(ci, secret("acct", map[string][]byte{"tls.key": pki.EncodePKCS1PrivateKey(key)})).Build()
+	hub := fakeHub(t, ci, secret("acct", map[string][]byte{"tls.key": pki.EncodePKCS1PrivateKey(key)}))
 	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry()}
 	if tune != nil {
 		tune(&opts)
@@ -273,4 +266,17 @@ func TestReplacesID(t *testing.T) {
 			t.Errorf("%s: %q, want %q", name, got, tc.want)
 		}
 	}
+}
+
+// fakeHub is a fake hub client holding objs, with certhub's and
+// cert-manager's types and ACMEOrder's status subresource.
+func fakeHub(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cmapi.AddToScheme, AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&Order{}).WithObjects(objs...).Build()
 }

@@ -11,10 +11,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/certhub/certhub/internal/budget"
 )
@@ -103,12 +100,8 @@ func TestDescribeBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LedgerPrefix + "le"}, Data: map[string]string{budget.LedgerKey: string(raw)}}).Build()
+	hub := fakeHub(t, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LedgerPrefix + "le"}, Data: map[string]string{budget.LedgerKey: string(raw)}})
 	le := issuer("acct", "", false)
 	le.Spec.ACME.Server = LetsEncryptProduction
 	got, err := DescribeBudget(context.Background(), hub, ns, le, clk)

@@ -14,9 +14,6 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/miekg/dns"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // acmeDNSFake is an acme-dns server: it records the updates it accepts
@@ -60,11 +57,7 @@ func TestACMEDNSProvider(t *testing.T) {
 	srv := newACMEDNSFake(t)
 	accounts := `{"web.example.test": {"fulldomain": "d420c923.auth.example.test", "subdomain": "d420c923", "username": "user-1", "password": "key-1"},
 	              "bad.example.test": {"subdomain": "x", "username": "user-1", "password": "wrong"}}`
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret("acme-dns", map[string][]byte{"accounts.json": []byte(accounts)})).Build()
+	hub := fakeHub(t, secret("acme-dns", map[string][]byte{"accounts.json": []byte(accounts)}))
 	solver := func(secretName string) cmacme.ACMEChallengeSolver {
 		return cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{AcmeDNS: &cmacme.ACMEIssuerDNS01ProviderAcmeDNS{Host: srv.URL,
 			AccountSecret: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: secretName}, Key: "accounts.json"}}}}
@@ -168,13 +161,9 @@ func TestCloudflareProvider(t *testing.T) {
 	http.DefaultTransport = api
 	t.Cleanup(func() { http.DefaultTransport = prev })
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	hub := fakeHub(t,
 		secret("cf", map[string][]byte{"token": []byte("token-1\n")}),
-		secret("cf-wrong", map[string][]byte{"token": []byte("token-2")})).Build()
+		secret("cf-wrong", map[string][]byte{"token": []byte("token-2")}))
 	solver := func(secretName string) cmacme.ACMEChallengeSolver {
 		return cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{Cloudflare: &cmacme.ACMEIssuerDNS01ProviderCloudflare{
 			APIToken: &cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: secretName}, Key: "token"}}}}
@@ -334,12 +323,8 @@ func TestDigitalOceanProvider(t *testing.T) {
 	t.Cleanup(func() { http.DefaultTransport = prev })
 	nameserver := newFakeZone(t, "example.test.").addr
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		secret("do", map[string][]byte{"token": []byte("do-1")}), secret("do-wrong", map[string][]byte{"token": []byte("do-2")})).Build()
+	hub := fakeHub(t,
+		secret("do", map[string][]byte{"token": []byte("do-1")}), secret("do-wrong", map[string][]byte{"token": []byte("do-2")}))
 	solver := func(secretName string) cmacme.ACMEChallengeSolver {
 		return cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{DigitalOcean: &cmacme.ACMEIssuerDNS01ProviderDigitalOcean{
 			Token: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: secretName}, Key: "token"}}}}

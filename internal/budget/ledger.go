@@ -150,24 +150,6 @@ func (l *Ledger) Pause(ctx context.Context, draw Draw, until time.Time) error {
 	})
 }
 
-// Remaining returns the tokens of each bucket now (refilled by limits;
-// buckets without a limit are reported as stored).
-func (l *Ledger) Remaining(ctx context.Context, limits map[string]Limit) (map[string]float64, error) {
-	d, _, err := l.read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := l.clock.Now()
-	out := map[string]float64{}
-	for name, b := range d.Buckets {
-		if lim, ok := limits[name]; ok {
-			refill(b, lim, now)
-		}
-		out[name] = b.Tokens
-	}
-	return out, nil
-}
-
 // Snapshot returns the ledger as it is now, each bucket refilled by its
 // limit (limit reports none: as stored). For reports such as `certhub
 // status`; decisions use Take.

@@ -433,7 +433,6 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
-			r.metrics.setViolation(req.ClusterName, req.Namespace+"/"+req.Name, false)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

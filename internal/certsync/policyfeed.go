@@ -80,14 +80,13 @@ func (f *policyFeed) Engage(ctx context.Context, name multicluster.ClusterName, 
 	f.mu.Lock()
 	f.clusters[name] = e
 	f.mu.Unlock()
-	go func() {
-		<-ctx.Done()
+	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
 		if f.clusters[name] == e {
 			delete(f.clusters, name)
 		}
 		f.mu.Unlock()
-	}()
+	})
 	return nil
 }
 

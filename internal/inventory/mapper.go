@@ -4,7 +4,12 @@ import (
 	"net/http"
 	"strings"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -26,7 +31,54 @@ func leanMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 		next = http.DefaultTransport
 	}
 	lean.Transport = legacyDiscovery{next: next}
-	return apiutil.NewDynamicRESTMapper(cfg, &lean)
+	dynamic, err := apiutil.NewDynamicRESTMapper(cfg, &lean)
+	if err != nil {
+		return nil, err
+	}
+	return knownMapper{dynamic}, nil
+}
+
+// wellKnown maps the kinds the hub reads and writes downstream whose
+// resource and scope are the same in every cluster it can serve: core/v1
+// Secrets, ConfigMaps, Namespaces and Events, events.k8s.io/v1 Events,
+// networking.k8s.io/v1 Ingresses, and cert-manager.io/v1 Certificates (the
+// connection probe has listed them). Asking a cluster's discovery for one
+// loads its whole group version (all of core/v1: ~50 KiB per cluster,
+// P6'). Gateway API kinds are not here: whether a cluster serves them is
+// the cluster's to say.
+var wellKnown = func() *meta.DefaultRESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion,
+		networkingv1.SchemeGroupVersion, cmapi.SchemeGroupVersion})
+	for _, gvk := range []schema.GroupVersionKind{
+		corev1.SchemeGroupVersion.WithKind("Secret"),
+		corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		corev1.SchemeGroupVersion.WithKind("Event"),
+		eventsv1.SchemeGroupVersion.WithKind("Event"),
+		networkingv1.SchemeGroupVersion.WithKind("Ingress"),
+		cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind),
+	} {
+		m.Add(gvk, meta.RESTScopeNamespace)
+	}
+	m.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
+	return m
+}()
+
+// knownMapper answers for wellKnown's kinds itself and asks the cluster's
+// mapper for everything else.
+type knownMapper struct{ meta.RESTMapper }
+
+func (m knownMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if mp, err := wellKnown.RESTMapping(gk, versions...); err == nil {
+		return mp, nil
+	}
+	return m.RESTMapper.RESTMapping(gk, versions...)
+}
+
+func (m knownMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	if mps, err := wellKnown.RESTMappings(gk, versions...); err == nil && len(mps) > 0 {
+		return mps, nil
+	}
+	return m.RESTMapper.RESTMappings(gk, versions...)
 }
 
 // legacyDiscovery asks the discovery roots (/api, /apis) for the legacy

@@ -14,7 +14,8 @@ import (
 )
 
 // The downstream mapper never asks for aggregated discovery and fetches
-// only the groups it is asked to map.
+// only the groups it is asked to map; the core/v1 kinds the hub touches are
+// mapped without asking (wellKnown).
 func TestLeanMapperAsksOnlyForWhatItMaps(t *testing.T) {
 	var mu sync.Mutex
 	var asked []string
@@ -65,6 +66,26 @@ func TestLeanMapperAsksOnlyForWhatItMaps(t *testing.T) {
 		if mp.Resource.Resource != want || mp.Scope.Name() != "namespace" {
 			t.Errorf("RESTMapping(%v) = %v (%s), want %s, namespaced", gk, mp.Resource, mp.Scope.Name(), want)
 		}
+	}
+	if mp, err := m.RESTMapping(schema.GroupKind{Kind: "Namespace"}, "v1"); err != nil || mp.Scope.Name() != "root" || mp.Resource.Resource != "namespaces" {
+		t.Errorf("RESTMapping(Namespace) = %v, %v; want namespaces, cluster-scoped", mp, err)
+	}
+	fetched := func(path string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range asked {
+			if p == path {
+				return true
+			}
+		}
+		return false
+	}
+	if fetched("/api/v1") || fetched("/apis/cert-manager.io/v1") {
+		t.Errorf("discovery fetched for kinds the hub maps itself (all: %v)", asked)
+	}
+	// Any other core kind is the cluster's to answer.
+	if _, err := m.RESTMapping(schema.GroupKind{Kind: "Pod"}); err == nil || !fetched("/api/v1") {
+		t.Errorf("RESTMapping(Pod) = %v, /api/v1 fetched %v; want the cluster's answer (not served here)", err, fetched("/api/v1"))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -627,10 +627,7 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		return false, nil
 	}
 	p.metrics.connected.Inc()
-	go func() {
-		<-clusterCtx.Done()
-		p.metrics.connected.Dec()
-	}()
+	context.AfterFunc(clusterCtx, p.metrics.connected.Dec)
 	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
 		p.remove(source)
 		return false, fmt.Errorf("failed to engage cluster %q: %w", name, err)
@@ -676,6 +673,9 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
 		o.MapperProvider = leanMapper
+		// Nothing the hub does downstream reads managedFields (Secrets are
+		// applied, status is updated); they are a good part of a cached object.
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	}}, p.opts.ClusterOptions...)
 	if len(c.Namespaces) > 0 {
 		// A namespace-scoped registration: watch (and so write) only there, so
@@ -687,10 +687,11 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 			}
 		})
 	}
-	cl, err := cluster.New(cfg, opts...)
+	base, err := cluster.New(cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create cluster client: %w", err)
 	}
+	cl := &downstreamCluster{Cluster: base, events: newClusterEvents(ctx, base.GetClient(), p.opts.Scheme, log, p.opts.RequestTimeout)}
 	p.mu.Lock()
 	indexers := append([]index(nil), p.indexers...)
 	p.mu.Unlock()

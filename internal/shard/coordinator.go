@@ -168,8 +168,7 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 	c.clusters[name] = st
 	c.known++
 	c.mu.Unlock()
-	go func() {
-		<-ctx.Done()
+	context.AfterFunc(ctx, func() { // no goroutine per cluster while it is engaged
 		c.mu.Lock()
 		if cur := c.clusters[name]; cur == st {
 			if cur.engCancel != nil {
@@ -180,7 +179,7 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 		}
 		c.mu.Unlock()
 		c.kick()
-	}()
+	})
 	c.kick()
 	return nil
 }

@@ -58,7 +58,8 @@ type Coordinator struct {
 	peerRenewed time.Time
 	unownedFrom map[string]time.Time // fence key → when it was first seen without a live holder
 	reported    map[multicluster.ClusterName]bool
-	plan        plan // the last assignment, recomputed when its inputs change
+	plan        plan      // the last assignment, recomputed when its inputs change
+	takingOver  time.Time // since when an assigned fence has been waiting to be acquired; zero when none is
 }
 
 // role is why a replica holds a connection to a cluster.
@@ -527,18 +528,47 @@ func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicl
 // syncWanted records which clusters this replica should be connected to —
 // those whose fence it is assigned or still holds, and its standbys — and
 // tells the OnWantedChanged subscribers about every change.
+//
+// A takeover comes first: while a fence assigned to this replica waits to be
+// acquired (its former holder's Lease has yet to expire), clusters that
+// become standbys only now are not connected yet — after a replica dies
+// every survivor gains standbys (those it would take from the other
+// survivors), and connecting hundreds of them would compete for CPU and the
+// hub with the takeover they exist to speed up. Standbys already connected
+// stay; the hold ends when every assigned fence is held, or after
+// LeaseDuration + RenewDeadline at most.
 func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 	next := make(map[multicluster.ClusterName]role, len(names))
-	standby := 0
+	standby, held := 0, 0
+	now := c.opts.clock.Now()
 	c.mu.Lock()
+	acquiring := false
+	for _, name := range names {
+		if pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity && !c.heldLocked(name) {
+			acquiring = true
+			break
+		}
+	}
+	switch {
+	case !acquiring:
+		c.takingOver = time.Time{}
+	case c.takingOver.IsZero():
+		c.takingOver = now
+	}
+	hold := acquiring && now.Sub(c.takingOver) < c.opts.LeaseDuration+c.opts.RenewDeadline
 	for _, name := range names {
 		switch {
 		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
 			next[name] = roleOwner
+		case pl.standby[name] && hold && c.wanted[name] == roleNone:
+			held++
 		case pl.standby[name]:
 			next[name] = roleStandby
 			standby++
 		}
+	}
+	if held > 0 {
+		c.log.V(1).Info("new standbys wait for the takeover", "waiting", held)
 	}
 	var changed []multicluster.ClusterName
 	for name, r := range next {

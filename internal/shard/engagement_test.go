@@ -2,14 +2,17 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
@@ -152,5 +155,100 @@ func TestLateRenewalRestartsTheEngagement(t *testing.T) {
 	h.c.step(h.ctx) // renewed again, on time
 	if stamp, ok := h.owns("east"); !ok || stamp != "r0/0" {
 		t.Errorf("after the late renewal: owns %v with stamp %q, want r0/0 (the same holding)", ok, stamp)
+	}
+}
+
+// When a replica dies, a survivor's new standbys (those it would take from
+// the other survivors) wait until it holds every fence it now has to take
+// over: the takeover goes first. Standbys it already had stay connected.
+func TestNewStandbysWaitForTheTakeover(t *testing.T) {
+	const n = 30
+	h := newHarness(t, "r0", func(o *Options) { o.Standby = n })
+	var names []multicluster.ClusterName
+	for i := range n {
+		name := multicluster.ClusterName(fmt.Sprintf("cluster-%02d", i))
+		names = append(names, name)
+		h.c.Register(name)
+	}
+	h.peer("r1")
+	h.peer("r2")
+	h.c.step(h.ctx)
+	wanted := func() map[multicluster.ClusterName]bool {
+		w := map[multicluster.ClusterName]bool{}
+		for _, name := range names {
+			if h.c.Wanted(name) {
+				w[name] = true
+			}
+		}
+		return w
+	}
+	before := wanted()
+	var r1s []multicluster.ClusterName
+	for _, name := range names {
+		if h.c.plan.assign[string(name)] == "r1" {
+			r1s = append(r1s, name)
+		}
+	}
+
+	// r1 is gone (its peer Lease lapsed), but the fences it held are still live.
+	h.clk.Step(16 * time.Second)
+	h.peer("r2")
+	for _, name := range r1s {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultFencePrefix, string(name)), Namespace: testNS,
+			Labels: map[string]string{LeaseKindLabel: leaseKindFence}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("r1"), LeaseDurationSeconds: ptr.To(int32(15)),
+				RenewTime: ptr.To(metav1.NewMicroTime(h.clk.Now()))}}
+		created, err := h.cs.CoordinationV1().Leases(testNS).Create(h.ctx, l, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.c.obs.record(created, h.clk.Now())
+	}
+	h.c.step(h.ctx)
+	var takeover, fresh []multicluster.ClusterName
+	for _, name := range names {
+		switch {
+		case h.c.plan.assign[string(name)] == "r0" && slices.Contains(r1s, name):
+			takeover = append(takeover, name)
+		case h.c.plan.standby[name] && !before[name]:
+			fresh = append(fresh, name)
+		}
+	}
+	if len(takeover) == 0 || len(fresh) == 0 {
+		t.Fatalf("the test needs clusters to take over (%v) and new standbys (%v)", takeover, fresh)
+	}
+	during := wanted()
+	for _, name := range takeover {
+		if !during[name] {
+			t.Errorf("%s, to be taken over, is not wanted", name)
+		}
+	}
+	for _, name := range fresh {
+		if during[name] {
+			t.Errorf("%s became a standby during the takeover and was connected at once", name)
+		}
+	}
+	for name := range before {
+		if !during[name] {
+			t.Errorf("%s was connected before the takeover and was dropped during it", name)
+		}
+	}
+
+	// r1's fences expire; once they are all held the new standbys follow.
+	for range 3 {
+		h.clk.Step(16 * time.Second)
+		h.peer("r2")
+		h.c.step(h.ctx)
+	}
+	for _, name := range takeover {
+		if f := h.fence(string(name)); f == nil || *f.Spec.HolderIdentity != "r0" {
+			t.Fatalf("%s not taken over: %+v", name, f)
+		}
+	}
+	after := wanted()
+	for _, name := range fresh {
+		if !after[name] && h.c.plan.standby[name] {
+			t.Errorf("%s, a standby, still not connected after the takeover", name)
+		}
 	}
 }

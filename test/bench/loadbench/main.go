@@ -89,6 +89,12 @@ type ShardedMemory struct {
 	// and certhub_engaged_clusters; Standby is --standby.
 	RSSMiB    []float64 `json:"rssMiB"`
 	Connected []float64 `json:"connectedClusters"`
+	// SteadyRSSMiB: the same readings after steadyIdle without work, once
+	// the Go runtime's periodic GC (every 2 minutes when none ran) has
+	// collected what the issuance burst left and the scavenger has returned
+	// it: what an idle replica holds for as long as it stays idle. RSSMiB,
+	// 15 s after the last Certificate became Ready, still holds the burst.
+	SteadyRSSMiB []float64 `json:"steadyRssMiB"`
 	// HeapInuseMiB is each replica's go_memstats_heap_inuse_bytes: what of
 	// the RSS is live Go heap (the rest is GC headroom, stacks, runtime).
 	HeapInuseMiB []float64 `json:"heapInuseMiB"`
@@ -188,9 +194,9 @@ func main() {
 		}
 		res["shardedMemory"] = m
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "\nP6' MEMORY (3 replicas, idle, --shard-buckets=%d)\tCERTIFICATES\t--standby\tRSS PER REPLICA\tCONNECTED PER REPLICA\tMiB PER CLUSTER PER REPLICA (RSS / clusters)\tDOWNSTREAM WATCHES\tREADY AFTER\n", m.Buckets)
-		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%v MiB\t%v\t%.2f (max)\t%.0f (%.2f per cluster)\t%.0fs\n", m.Clusters, m.Certs, m.Standby, m.RSSMiB, m.Connected,
-			slices.Max(m.RSSMiB)/float64(m.Clusters), m.Watches, m.Watches/float64(m.Clusters), m.SetupSeconds)
+		fmt.Fprintf(tw, "\nP6' MEMORY (3 replicas, --shard-buckets=%d)\tCERTIFICATES\t--standby\tRSS PER REPLICA 15s / %s IDLE\tCONNECTED PER REPLICA\tMiB PER CLUSTER PER REPLICA (max RSS / clusters) 15s / %s\tDOWNSTREAM WATCHES\tREADY AFTER\n", m.Buckets, steadyIdle, steadyIdle)
+		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%v / %v MiB\t%v\t%.2f / %.2f\t%.0f (%.2f per cluster)\t%.0fs\n", m.Clusters, m.Certs, m.Standby, m.RSSMiB, m.SteadyRSSMiB, m.Connected,
+			slices.Max(m.RSSMiB)/float64(m.Clusters), slices.Max(m.SteadyRSSMiB)/float64(m.Clusters), m.Watches, m.Watches/float64(m.Clusters), m.SetupSeconds)
 		_ = tw.Flush()
 	}
 	path, err := benchutil.WriteJSON("load", *out, res)
@@ -679,6 +685,7 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		return m, fmt.Errorf("only %d of %d Certificates Ready", ready(), m.Certs)
 	}
 	m.SetupSeconds = time.Since(t0).Seconds()
+	readyAt := time.Now()
 	benchutil.Logf("P6': all Ready after %.0fs; idling", m.SetupSeconds)
 	time.Sleep(15 * time.Second)
 	for _, p := range procs {
@@ -711,9 +718,25 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		return m, err
 	}
 	m.Watches = after - base
+	if wait := time.Until(readyAt.Add(steadyIdle)); wait > 0 {
+		benchutil.Logf("P6': idling %s more for the steady-state reading", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
+	for _, p := range procs {
+		rss, err := rssReadings(p)
+		if err != nil {
+			return m, err
+		}
+		m.SteadyRSSMiB = append(m.SteadyRSSMiB, float64(int(benchutil.Median(rss)*10+0.5))/10)
+	}
+	benchutil.Logf("P6': RSS after %s idle %v MiB", steadyIdle, m.SteadyRSSMiB)
 	benchutil.Logf("P6': RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), connected %v, %v downstream watches", m.RSSMiB, m.HeapInuseMiB, m.StackMiB, m.Goroutines, m.Connected, m.Watches)
 	return m, nil
 }
+
+// steadyIdle is how long P6' idles before its steady-state RSS reading:
+// past the Go runtime's forced GC period (2 minutes) and a scavenger pass.
+const steadyIdle = 150 * time.Second
 
 // rssReadings takes 5 VmRSS readings of p a second apart, in MiB.
 func rssReadings(p *fleet.Replica) ([]float64, error) {

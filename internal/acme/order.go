@@ -5,10 +5,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -291,7 +293,17 @@ func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 			return ctrl.Result{}, nil
 		}
 		if err := p.Present(ctx, ch.Identifier, ch.FQDN, ch.Zone, ch.Key); err != nil {
-			s.failInto(ctx, ci, next, ReasonPresentFailed, fmt.Sprintf("writing TXT %s in zone %s failed: %v", ch.FQDN, ch.Zone, err))
+			msg := fmt.Sprintf("writing TXT %s in zone %s failed: %v", ch.FQDN, ch.Zone, err)
+			created := next.CreationTimestamp.Time
+			if unanswered(err) && (created.IsZero() || s.opts.Clock.Since(created) < s.opts.PropagationTimeout) {
+				// No answer (a timeout, a refused connection): the DNS server
+				// may be busy or restarting. The same order tries again
+				// rather than spending a new one from the budget.
+				next.Status.Message = msg + "; retrying"
+				logr.FromContextOrDiscard(ctx).Info("DNS update not answered, retrying", "order", next.Name, "message", msg)
+				return ctrl.Result{RequeueAfter: presentRetry}, nil
+			}
+			s.failInto(ctx, ci, next, ReasonPresentFailed, msg)
 			return ctrl.Result{}, nil
 		}
 		ch.Presented = true
@@ -459,6 +471,31 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
 	return newProvider(ctx, s.hub, s.opts.Namespace, s.opts.DNS01Nameservers, s.opts.UserAgent, ci.Spec.ACME.Solvers[idx])
+}
+
+// presentRetry is how long an order waits to write a TXT record again after
+// the DNS server did not answer.
+const presentRetry = 5 * time.Second
+
+// unanswered reports whether a provider's error is a transport failure — no
+// answer from the DNS server or API — rather than an answer refusing the
+// update (a wrong TSIG key, a zone not served), which trying again cannot
+// fix. cert-manager's providers format the transport error into their own
+// (%v), so its text is what is left to go by.
+func unanswered(err error) bool {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"i/o timeout", "connection refused", "connection reset", "no route to host", "Client.Timeout exceeded"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // refused reports whether the CA answered err with a 4xx other than 429:

@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -159,6 +161,28 @@ func (ca *fakeCA) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// flakyProvider fails the first fails Presents with err.
+type flakyProvider struct {
+	dnsProvider
+	err   error
+	fails int
+}
+
+func (f *flakyProvider) Present(ctx context.Context, domain, fqdn, zone, value string) error {
+	if f.fails > 0 {
+		f.fails--
+		return fmt.Errorf("DNS update failed: %w", f.err)
+	}
+	return f.dnsProvider.Present(ctx, domain, fqdn, zone, value)
+}
+
+// timeoutErr is a net.Error timing out, as a DNS exchange nobody answers.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "read udp 127.0.0.1:53: i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
 // newTestOrder is an unclaimed ACMEOrder of web.example.test for ClusterIssuer "le".
 func newTestOrder(t *testing.T) *Order {
 	t.Helper()
@@ -181,7 +205,9 @@ func newTestOrder(t *testing.T) *Order {
 // a failed validation ends Errored/ChallengeFailed with the CA's detail,
 // the TXT record gone too; a 429 on the new order pauses the issuer's
 // orders in the budget and asks again after Retry-After; an order another
-// replica holds is left alone until its claim expires, then taken over.
+// replica holds is left alone until its claim expires, then taken over; a
+// DNS server that does not answer is asked again within the same order, one
+// that refuses the update fails it (PresentFailed).
 func TestOrderSteps(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -192,12 +218,19 @@ func TestOrderSteps(t *testing.T) {
 		paused  bool     // the budget's orders bucket is paused
 		requeue time.Duration
 		holder  string // status.holder after the first reconcile
+		// present fails the first presentFails writes of a TXT record with presentErr.
+		presentErr   error
+		presentFails int
 	}{
 		{name: "a good order", states: []string{StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
 		{name: "the validation fails", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.failChallenge = true },
 			states: []string{StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
 		{name: "the CA rate limits new orders", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.limited = true },
 			states: []string{StateOrdering}, paused: true, requeue: 7 * time.Second},
+		{name: "the DNS server does not answer, then does", presentErr: timeoutErr{}, presentFails: 2,
+			states: []string{StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+		{name: "the DNS server refuses the update", presentErr: errors.New("DNS update failed. Server replied: NOTAUTH"), presentFails: 1,
+			states: []string{StatePresenting, StateErrored}, reason: ReasonPresentFailed, detail: "NOTAUTH"},
 		{name: "another replica holds it", setup: func(_ *fakeCA, ord *Order, clk *clocktesting.FakeClock) {
 			ord.Status = OrderStatus{State: StateOrdering, Holder: "replica-1", HeldUntil: &metav1.Time{Time: clk.Now().Add(10 * time.Second)}}
 		}, states: []string{StateOrdering}, holder: "replica-1", requeue: 10*time.Second + 100*time.Millisecond},
@@ -209,7 +242,8 @@ func TestOrderSteps(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second)) // status times are whole seconds
 			s, hub := newTestService(t, ca.Server, clk, func(o *Options) {
 				o.DNS01Nameservers = []string{zone.addr}
-				o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return zone, nil }
+				dns := &flakyProvider{dnsProvider: zone, err: tc.presentErr, fails: tc.presentFails}
+				o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
 			})
 			ord := newTestOrder(t)
 			status := ord.Status

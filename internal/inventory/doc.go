@@ -27,6 +27,12 @@
 //   - A registration with `namespaces` is watched (and so written) only in
 //     those namespaces; the cluster options the caller passes (certsync's
 //     label-selected Secret cache) apply to every cluster.
+//   - Each connected cluster is lean: Events are written by the hub's own
+//     recorder (events.go: one per occurrence, isomorphic ones within six
+//     minutes folded into a series as client-go does, each cluster draining
+//     its own bounded queue so a hanging cluster delays only its own
+//     Events), the kinds the hub maps that are the same in every cluster
+//     come from a fixed table (mapper.go), and caches drop managedFields.
 //   - The Secret format and its conversion to a rest.Config follow Argo CD's
 //     (util/db SecretToCluster, (*Cluster).RawRestConfig): bearer token,
 //     basic auth, client certificates, exec plugins, AWS via argocd-k8s-auth,

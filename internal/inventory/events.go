@@ -73,6 +73,7 @@ type clusterEvents struct {
 	recent   map[uint64]*recentEvent
 	queue    []uint64
 	draining bool
+	dropping bool // the queue was full; logged once until it has room again
 	sweep    clock.Timer
 }
 
@@ -183,9 +184,13 @@ func (e *clusterEvents) enqueueLocked(key uint64, r *recentEvent) {
 		return // the write to come carries this occurrence too
 	}
 	if len(e.queue) >= maxPendingEvents {
-		e.log.Info("too many events waiting to be written, dropped", "reason", r.event.Reason, "object", r.event.Regarding.Name)
+		if !e.dropping { // once per episode, not once per Event
+			e.log.Info("too many events waiting to be written; dropping new ones until the queue drains", "pending", len(e.queue))
+			e.dropping = true
+		}
 		return
 	}
+	e.dropping = false
 	r.pending = true
 	e.queue = append(e.queue, key)
 	if !e.draining {

@@ -539,7 +539,7 @@ func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicl
 // LeaseDuration + RenewDeadline at most.
 func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 	next := make(map[multicluster.ClusterName]role, len(names))
-	standby, held := 0, 0
+	standby, waiting := 0, 0
 	now := c.opts.clock.Now()
 	c.mu.Lock()
 	acquiring := false
@@ -561,14 +561,14 @@ func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
 			next[name] = roleOwner
 		case pl.standby[name] && hold && c.wanted[name] == roleNone:
-			held++
+			waiting++
 		case pl.standby[name]:
 			next[name] = roleStandby
 			standby++
 		}
 	}
-	if held > 0 {
-		c.log.V(1).Info("new standbys wait for the takeover", "waiting", held)
+	if waiting > 0 {
+		c.log.V(1).Info("new standbys wait for the takeover", "waiting", waiting)
 	}
 	var changed []multicluster.ClusterName
 	for name, r := range next {

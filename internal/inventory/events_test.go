@@ -115,7 +115,7 @@ func TestEventsAreWrittenAndFoldedIntoSeries(t *testing.T) {
 // cluster writes from its own queue, and a full queue drops, never blocks.
 func TestAHangingClusterHoldsBackOnlyItsOwnEvents(t *testing.T) {
 	release := make(chan struct{})
-	hung, _, _, _ := newTestEvents(t, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+	hung, _, _, _ := newTestEvents(t, interceptor.Funcs{Create: func(ctx context.Context, _ client.WithWatch, _ client.Object, _ ...client.CreateOption) error {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -689,11 +689,11 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 	benchutil.Logf("P6': all Ready after %.0fs; idling", m.SetupSeconds)
 	time.Sleep(15 * time.Second)
 	for _, p := range procs {
-		rss, err := rssReadings(p)
+		rss, err := rssMedian(p)
 		if err != nil {
 			return m, err
 		}
-		m.RSSMiB = append(m.RSSMiB, float64(int(benchutil.Median(rss)*10+0.5))/10)
+		m.RSSMiB = append(m.RSSMiB, rss)
 		sm, err := p.Metrics(ctx)
 		if err != nil {
 			return m, err
@@ -723,11 +723,11 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		time.Sleep(wait)
 	}
 	for _, p := range procs {
-		rss, err := rssReadings(p)
+		rss, err := rssMedian(p)
 		if err != nil {
 			return m, err
 		}
-		m.SteadyRSSMiB = append(m.SteadyRSSMiB, float64(int(benchutil.Median(rss)*10+0.5))/10)
+		m.SteadyRSSMiB = append(m.SteadyRSSMiB, rss)
 	}
 	benchutil.Logf("P6': RSS after %s idle %v MiB", steadyIdle, m.SteadyRSSMiB)
 	benchutil.Logf("P6': RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), connected %v, %v downstream watches", m.RSSMiB, m.HeapInuseMiB, m.StackMiB, m.Goroutines, m.Connected, m.Watches)
@@ -737,6 +737,15 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 // steadyIdle is how long P6' idles before its steady-state RSS reading:
 // past the Go runtime's forced GC period (2 minutes) and a scavenger pass.
 const steadyIdle = 150 * time.Second
+
+// rssMedian is the median of rssReadings, in MiB to one decimal.
+func rssMedian(p *fleet.Replica) (float64, error) {
+	rss, err := rssReadings(p)
+	if err != nil {
+		return 0, err
+	}
+	return float64(int(benchutil.Median(rss)*10+0.5)) / 10, nil
+}
 
 // rssReadings takes 5 VmRSS readings of p a second apart, in MiB.
 func rssReadings(p *fleet.Replica) ([]float64, error) {

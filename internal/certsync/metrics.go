@@ -100,20 +100,6 @@ func (m *syncMetrics) forgetCluster(cluster multicluster.ClusterName) {
 	m.certs.removeCluster(cluster)
 }
 
-// violations is the number of a cluster's Certificates with
-// PolicyViolation=True, as certhub_certificate_policy_violations reports it.
-func (m *syncMetrics) violations(cluster multicluster.ClusterName) int {
-	m.certs.mu.RLock()
-	defer m.certs.mu.RUnlock()
-	n := 0
-	for _, r := range m.certs.byCluster[cluster] {
-		if r.violation {
-			n++
-		}
-	}
-	return n
-}
-
 // certRecord is what the metrics say of one Certificate; a zero time is unset.
 type certRecord struct {
 	issuerName, issuerKind, issuerGroup string

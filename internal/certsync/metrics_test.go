@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
 // The per-Certificate series are made at scrape time from one record per
@@ -80,4 +81,18 @@ certhub_certificate_policy_violations{cluster="west"} 0
 	if n := testutil.CollectAndCount(m.certs, metricReady); n != 3 {
 		t.Errorf("ready series after forgetting west and bad: %d, want 3 (east's web)", n)
 	}
+}
+
+// violations is the number of a cluster's Certificates with
+// PolicyViolation=True, as certhub_certificate_policy_violations reports it.
+func (m *syncMetrics) violations(cluster multicluster.ClusterName) int {
+	m.certs.mu.RLock()
+	defer m.certs.mu.RUnlock()
+	n := 0
+	for _, r := range m.certs.byCluster[cluster] {
+		if r.violation {
+			n++
+		}
+	}
+	return n
 }

@@ -294,8 +294,7 @@ func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 		}
 		if err := p.Present(ctx, ch.Identifier, ch.FQDN, ch.Zone, ch.Key); err != nil {
 			msg := fmt.Sprintf("writing TXT %s in zone %s failed: %v", ch.FQDN, ch.Zone, err)
-			created := next.CreationTimestamp.Time
-			if unanswered(err) && (created.IsZero() || s.opts.Clock.Since(created) < s.opts.PropagationTimeout) {
+			if unanswered(err) && s.opts.Clock.Since(next.CreationTimestamp.Time) < s.opts.PropagationTimeout {
 				// No answer (a timeout, a refused connection): the DNS server
 				// may be busy or restarting. The same order tries again
 				// rather than spending a new one from the budget.

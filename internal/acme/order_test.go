@@ -246,6 +246,7 @@ func TestOrderSteps(t *testing.T) {
 				o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
 			})
 			ord := newTestOrder(t)
+			ord.CreationTimestamp = metav1.NewTime(clk.Now()) // as the API server sets it; the fake client does not
 			status := ord.Status
 			if tc.setup != nil {
 				tc.setup(ca, ord, clk)

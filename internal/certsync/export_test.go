@@ -5,6 +5,9 @@ import (
 	"errors"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
 )
 
 // ValidateSpec exposes validateSpec to the external tests: the reason and the
@@ -17,7 +20,22 @@ func ValidateSpec(crt *cmapi.Certificate) (string, error) {
 	return "", err
 }
 
-// CertificateTemplate exposes certificateTemplate to the external tests.
+// ValidateSpecErr is validateSpec.
+func ValidateSpecErr(crt *cmapi.Certificate) error { return validateSpec(crt) }
+
+// Admit decides on crt in cluster with set as the reconciler does and
+// returns the template that would be signed.
+func Admit(set *policy.Set, cluster string, crt *cmapi.Certificate) (*x509.Certificate, policy.Decision, error) {
+	tmpl, err := issuance.Template(crt)
+	if err != nil {
+		return nil, policy.Decision{}, err
+	}
+	d := set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt, Template: tmpl})
+	d.Constrain(tmpl)
+	return tmpl, d, nil
+}
+
+// CertificateTemplate is issuance.Template, for the external tests.
 func CertificateTemplate(crt *cmapi.Certificate) (*x509.Certificate, error) {
-	return certificateTemplate(crt, nil)
+	return issuance.Template(crt)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // testCA is a CA key pair shared by the property test's CA-signed cases.
@@ -43,7 +45,7 @@ func issuedSecret(t testing.TB, crt *cmapi.Certificate, selfSigned bool) *corev1
 	if err != nil {
 		t.Fatalf("generate key: %v", err)
 	}
-	tmpl, err := certificateTemplate(crt, nil)
+	tmpl, err := issuance.Template(crt)
 	if err != nil {
 		t.Fatalf("template of a valid spec: %v", err)
 	}
@@ -200,7 +202,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 		if validateSpec(crt) != nil {
 			return
 		}
-		if _, err := certificateTemplate(crt, nil); err != nil {
+		if _, err := issuance.Template(crt); err != nil {
 			// Validation passed but cert-manager's builder refuses (e.g. a
 			// name Go's x509 cannot encode): issuance ends in a terminal
 			// InvalidSpec, never a loop.

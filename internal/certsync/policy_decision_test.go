@@ -2,6 +2,7 @@ package certsync
 
 import (
 	"context"
+	"crypto/x509"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,7 +32,7 @@ type fakePolicy struct {
 	pending bool
 }
 
-func (f *fakePolicy) Evaluate(string, *cmapi.Certificate) (policy.Decision, bool) {
+func (f *fakePolicy) Evaluate(string, *cmapi.Certificate, *x509.Certificate) (policy.Decision, bool) {
 	return f.d, f.pending
 }
 func (f *fakePolicy) Subscribe(func()) {}
@@ -69,12 +71,17 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 			t.Errorf("wrote before the policies were loaded")
 		}
 	})
-	t.Run("an allowed sub-CA carries the policy's path length", func(t *testing.T) {
+	t.Run("an allowed sub-CA carries the policy's path length and name constraints", func(t *testing.T) {
 		crt := testCertificate()
 		crt.Spec.IsCA = true
 		h := newReconcilerHarness(t, nil, crt)
 		two := 2
-		withPolicy(h).d = policy.Decision{Allowed: true, Policy: "sub-ca", MaxPathLen: &two}
+		set, err := policy.Compile([]policy.IssuancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "sub-ca"}, Spec: policy.Spec{Allowed: policy.Allowed{
+			CommonName: &policy.StringValue{Value: "*"}, DNSNames: &policy.StringValues{Values: []string{"*.example.com"}}, IsCA: true, MaxPathLen: &two}}}}, policy.Deny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.r.opts.Policy = evaluator{set}
 		h.reconcile("web")
 		cert, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
 		if err != nil {
@@ -82,6 +89,9 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		}
 		if !cert.IsCA || cert.MaxPathLen != 2 {
 			t.Errorf("IsCA %v MaxPathLen %d, want a CA with 2", cert.IsCA, cert.MaxPathLen)
+		}
+		if !slices.Equal(cert.PermittedDNSDomains, []string{".example.com"}) || !slices.Contains(cert.ExcludedEmailAddresses, "") || len(cert.ExcludedIPRanges) != 2 {
+			t.Errorf("name constraints: permitted DNS %v, excluded email %v, IP %v; want the policy's", cert.PermittedDNSDomains, cert.ExcludedEmailAddresses, cert.ExcludedIPRanges)
 		}
 	})
 	t.Run("narrowed after issuance: flagged, not revoked; cleared when allowed again", func(t *testing.T) {
@@ -172,8 +182,8 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 // evaluator adapts a policy.Set to Policy.
 type evaluator struct{ set *policy.Set }
 
-func (e evaluator) Evaluate(cluster string, crt *cmapi.Certificate) (policy.Decision, bool) {
-	return e.set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt}), false
+func (e evaluator) Evaluate(cluster string, crt *cmapi.Certificate, tmpl *x509.Certificate) (policy.Decision, bool) {
+	return e.set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt, Template: tmpl}), false
 }
 func (evaluator) Subscribe(func()) {}
 

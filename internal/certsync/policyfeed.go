@@ -138,7 +138,7 @@ func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate
 	if f.policy == nil {
 		return false
 	}
-	d, pending := f.policy.Evaluate(string(name), crt)
+	d, pending := f.policy.Evaluate(string(name), crt, nil)
 	return pending || !d.Allowed
 }
 

@@ -114,7 +114,7 @@ type Budget interface {
 type Policy interface {
 	// Evaluate decides on crt in cluster; pending is true until the
 	// policies have been read (the caller retries shortly).
-	Evaluate(cluster string, crt *cmapi.Certificate) (d policy.Decision, pending bool)
+	Evaluate(cluster string, crt *cmapi.Certificate, tmpl *x509.Certificate) (d policy.Decision, pending bool)
 	// Subscribe calls fn after every change of what Evaluate decides on.
 	Subscribe(fn func())
 }
@@ -356,10 +356,10 @@ type target struct {
 
 	advice advice // the CA's renewal time for the current certificate (Options.RenewalAdvice)
 
-	override     issuance.Issuer // a CA rotation's new CA signs for this cluster (Options.Rotation)
-	maxPathLen   *int            // for a CA certificate: the allowing policy's path length
-	violation    bool            // an issued certificate the policies no longer allow
-	violationMsg string          // why
+	override     issuance.Issuer   // a CA rotation's new CA signs for this cluster (Options.Rotation)
+	template     *x509.Certificate // what is signed: the template the policy allowed, constrained by it
+	violation    bool              // an issued certificate the policies no longer allow
+	violationMsg string            // why
 }
 
 // errNotOwner stops a write: another replica owns the cluster now.
@@ -459,10 +459,16 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return reconcile.Result{}, r.setNotReady(ctx, t, ie.Reason, ie.Message)
 	}
 
+	// The certificate that will be signed, built once: the policy decides
+	// on it and the signer gets it, so nothing is signed unseen.
+	tmpl, err := issuance.Template(crt)
+	if err != nil {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
+	}
 	decision := policy.Decision{Allowed: true}
 	if r.opts.Policy != nil {
 		var pending bool
-		if decision, pending = r.opts.Policy.Evaluate(string(t.name), crt); pending {
+		if decision, pending = r.opts.Policy.Evaluate(string(t.name), crt, tmpl); pending {
 			return reconcile.Result{RequeueAfter: policyPendingRequeue}, nil
 		}
 	}
@@ -552,7 +558,8 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// Nothing is signed nor written; a policy change decides it again.
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+decision.Message)
 	}
-	t.maxPathLen = decision.MaxPathLen
+	decision.Constrain(tmpl)
+	t.template = tmpl
 	d := r.guard.decide(crt, secret, reason, now)
 	if !d.allow {
 		return r.pauseLoop(ctx, t, d, reason, message, now)
@@ -824,11 +831,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
-	tmpl, err := certificateTemplate(crt, t.maxPathLen)
-	if err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
-	}
-	res, err := issuer.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: key.Public(), PrivateKey: key})
+	res, err := issuer.Sign(ctx, issuance.Request{Template: t.template, PublicKey: key.Public(), PrivateKey: key})
 	if err != nil {
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
 	}
@@ -854,11 +857,7 @@ func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Er
 // Ready=False with the CA's error; an issued one is written like a signed one.
 func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (reconcile.Result, error) {
 	crt := t.crt
-	tmpl, err := certificateTemplate(crt, t.maxPathLen)
-	if err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
-	}
-	res, err := o.Order(ctx, issuance.OrderRequest{Cluster: string(t.name), Certificate: crt, Template: tmpl, Key: key, Current: st.cert})
+	res, err := o.Order(ctx, issuance.OrderRequest{Cluster: string(t.name), Certificate: crt, Template: t.template, Key: key, Current: st.cert})
 	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
 		wait := reconcile.Result{RequeueAfter: max(p.RetryAfter, 100*time.Millisecond)}
 		if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == p.Reason && c.Message == p.Message {

@@ -2,6 +2,9 @@ package issuance
 
 import (
 	"crypto/x509"
+	"fmt"
+
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
@@ -19,5 +22,27 @@ func CertificateRequest(crt *cmapi.Certificate) (*x509.CertificateRequest, error
 		pki.WithOtherNames(len(crt.Spec.OtherNames) > 0),
 		pki.WithNameConstraints(crt.Spec.NameConstraints != nil),
 		pki.WithEncodeBasicConstraintsInRequest(crt.Spec.IsCA),
+	)
+}
+
+// Template is the certificate the hub signs for crt: cert-manager's template
+// from CertificateRequest(crt) with the spec's duration, basic constraints
+// and key usages. A CA template carries no path length yet: the policy
+// decision that allows it sets the path length and name constraints
+// (policy.Decision.Constrain). Every signing path builds it here, and the
+// policy evaluates exactly this template.
+func Template(crt *cmapi.Certificate) (*x509.Certificate, error) {
+	csr, err := CertificateRequest(crt)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build request from spec: %w", err)
+	}
+	keyUsage, extKeyUsage, err := pki.KeyUsagesForCertificateOrCertificateRequest(crt.Spec.Usages, crt.Spec.IsCA)
+	if err != nil {
+		return nil, err
+	}
+	return pki.CertificateTemplateFromCSR(csr,
+		pki.CertificateTemplateOverrideDuration(apiutil.DefaultCertDuration(crt.Spec.Duration)),
+		pki.CertificateTemplateValidateAndOverrideBasicConstraints(crt.Spec.IsCA, nil),
+		pki.CertificateTemplateValidateAndOverrideKeyUsages(keyUsage, extKeyUsage),
 	)
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -100,6 +101,8 @@ type compiled struct {
 	isCA                         bool
 	maxPathLen                   int
 	usages                       map[cmapi.KeyUsage]bool
+	ku                           x509.KeyUsage // usages as x509 bits, defaults included
+	eku                          []x509.ExtKeyUsage
 	minDuration, maxDuration     time.Duration
 	key                          *PrivateKeyConstraints
 }
@@ -173,6 +176,8 @@ func (c *compiled) compile(s *Spec) error {
 			c.usages[u] = true
 		}
 	}
+
+	c.compileUsages()
 
 	k := &s.Constraints
 	if k.MinDuration != nil {

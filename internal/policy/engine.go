@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/x509"
 	"context"
 	"errors"
 	"fmt"
@@ -160,9 +161,10 @@ func (e *Engine) notify() {
 // Loaded reports whether the policies have been read at least once.
 func (e *Engine) Loaded() bool { return e.set.Load() != nil }
 
-// Evaluate decides on crt in cluster with the current policies. Before the
+// Evaluate decides on crt in cluster with the current policies: on tmpl,
+// the certificate that will be signed (nil: built from crt). Before the
 // first load it denies with Pending set: callers retry shortly.
-func (e *Engine) Evaluate(cluster string, crt *cmapi.Certificate) (d Decision, pending bool) {
+func (e *Engine) Evaluate(cluster string, crt *cmapi.Certificate, tmpl *x509.Certificate) (d Decision, pending bool) {
 	set := e.set.Load()
 	if set == nil {
 		return Decision{Message: "issuance policies are not loaded yet"}, true
@@ -171,5 +173,5 @@ func (e *Engine) Evaluate(cluster string, crt *cmapi.Certificate) (d Decision, p
 	if e.opts.ClusterLabels != nil {
 		l = e.opts.ClusterLabels(cluster)
 	}
-	return set.Evaluate(Request{Cluster: cluster, ClusterLabels: l, Certificate: crt}), false
+	return set.Evaluate(Request{Cluster: cluster, ClusterLabels: l, Certificate: crt, Template: tmpl}), false
 }

@@ -31,7 +31,7 @@ func TestEngineLoadsAndNotifies(t *testing.T) {
 	crt := &cmapi.Certificate{}
 	crt.Namespace = "team"
 	crt.Spec.DNSNames = []string{"a.dev.example.com"}
-	if _, pending := e.Evaluate("east", crt); !pending {
+	if _, pending := e.Evaluate("east", crt, nil); !pending {
 		t.Fatal("Evaluate before the first load must be pending")
 	}
 	var calls atomic.Int32
@@ -50,12 +50,12 @@ func TestEngineLoadsAndNotifies(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("subscribers called %d times, want 1", calls.Load())
 	}
-	d, pending := e.Evaluate("east", crt)
+	d, pending := e.Evaluate("east", crt, nil)
 	if pending || !d.Allowed || d.Policy != "dev" {
 		t.Errorf("decision %+v pending %v, want allowed by dev", d, pending)
 	}
 	crt.Spec.DNSNames = []string{"a.prod.example.com"}
-	d, _ = e.Evaluate("east", crt)
+	d, _ = e.Evaluate("east", crt, nil)
 	if d.Allowed || !strings.Contains(d.Message, "broken: the policy is invalid") {
 		t.Errorf("decision %+v: want denied, naming the invalid policy", d)
 	}

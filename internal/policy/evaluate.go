@@ -1,31 +1,15 @@
 package policy
 
 import (
-	"encoding/asn1"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"k8s.io/apimachinery/pkg/labels"
 )
-
-// Request is one Certificate to decide on, with what the hub knows of the
-// cluster it lives in.
-type Request struct {
-	// Cluster is the downstream cluster's name.
-	Cluster string
-	// ClusterLabels are the labels of its Argo CD cluster Secret (none for a
-	// kubeconfig-file cluster).
-	ClusterLabels map[string]string
-	// Certificate is the downstream Certificate (its namespace is the
-	// downstream namespace).
-	Certificate *cmapi.Certificate
-}
 
 // Decision is the outcome of Set.Evaluate.
 type Decision struct {
@@ -34,18 +18,19 @@ type Decision struct {
 	// Policy names the IssuancePolicy that allowed it; empty when the
 	// default decided.
 	Policy string
-	// MaxPathLen is the path-length constraint a CA certificate is signed
-	// with (the allowing policy's); nil when no policy decided.
-	MaxPathLen *int
 	// Message says why (for a denial: the field, the value, the policies).
 	Message string
+	// ca: for an allowed CA certificate, what it is signed with (Constrain).
+	ca *caPowers
 }
 
 // maxMessage bounds a denial message (it lands in a condition and an Event).
 const maxMessage = 1024
 
-// Evaluate decides on one Certificate. It never fails: a spec it cannot read
-// (a literalSubject that does not parse) is denied, as nothing can allow it.
+// Evaluate decides on one issuance: the certificate r.Template (built from
+// r.Certificate when nil) exactly as it will be signed. It never fails: a
+// template it cannot read is denied, as nothing can allow it. An allowed CA
+// certificate must be signed only after Decision.Constrain.
 func (s *Set) Evaluate(r Request) Decision {
 	crt := r.Certificate
 	x := vars{cluster: r.Cluster, namespace: crt.Namespace}
@@ -61,10 +46,14 @@ func (s *Set) Evaluate(r Request) Decision {
 			continue
 		}
 		if f == nil {
-			f = newFacts(crt)
+			f = newFacts(r)
 		}
 		if p.check(f, x, false) == "" {
-			return Decision{Allowed: true, Policy: p.name, MaxPathLen: &p.maxPathLen, Message: "allowed by IssuancePolicy " + strconv.Quote(p.name)}
+			d := Decision{Allowed: true, Policy: p.name, Message: "allowed by IssuancePolicy " + strconv.Quote(p.name)}
+			if f.isCA {
+				d.ca, _ = p.caPowers(f, x) // check has derived them once already
+			}
+			return d
 		}
 	}
 	if considered == 0 {
@@ -72,11 +61,18 @@ func (s *Set) Evaluate(r Request) Decision {
 			return Decision{Message: fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s, and the default policy is deny",
 				r.Cluster, crt.Namespace, issuerString(crt))}
 		}
+		if f = newFacts(r); f.isCA || f.unknown != "" {
+			why := "isCA true needs an IssuancePolicy that selects the Certificate and allows isCA: the default policy never allows a CA"
+			if !f.isCA {
+				why = f.unknown
+			}
+			return Decision{Message: fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s; %s", r.Cluster, crt.Namespace, issuerString(crt), why)}
+		}
 		return Decision{Allowed: true, Message: "no IssuancePolicy selects it; the default policy is allow"}
 	}
 	// Denied: a second pass spells out why, policy by policy.
 	if f == nil {
-		f = newFacts(crt)
+		f = newFacts(r)
 	}
 	var names []string
 	var why strings.Builder
@@ -140,25 +136,6 @@ func (p *compiled) selects(r Request, x vars) bool {
 	return true
 }
 
-// facts are the values a Certificate asks for, defaults applied, computed
-// once per evaluation.
-type facts struct {
-	cn         string
-	dns        []string
-	ips        []string
-	uris       []string
-	emails     []string
-	otherNames []string // "<oid>=<value>"
-	subject    map[subjectField][]string
-	serial     string
-	unknown    string // a literalSubject attribute no policy field covers, or a parse error
-	isCA       bool
-	usages     []cmapi.KeyUsage
-	duration   time.Duration
-	algorithm  cmapi.PrivateKeyAlgorithm
-	size       int
-}
-
 type subjectField string
 
 // denied is check's answer without explain.
@@ -186,74 +163,6 @@ var subjectOIDs = map[string]subjectField{
 	"2.5.4.7": fieldLocalities, "2.5.4.8": fieldProvinces, "2.5.4.9": fieldStreetAddresses, "2.5.4.17": fieldPostalCodes,
 }
 
-var (
-	oidCommonName   = asn1.ObjectIdentifier{2, 5, 4, 3}
-	oidSerialNumber = asn1.ObjectIdentifier{2, 5, 4, 5}
-)
-
-func newFacts(crt *cmapi.Certificate) *facts {
-	s := &crt.Spec
-	f := &facts{cn: s.CommonName, dns: s.DNSNames, ips: s.IPAddresses, uris: s.URIs, emails: s.EmailAddresses,
-		isCA: s.IsCA, usages: s.Usages, duration: cmapi.DefaultCertificateDuration, algorithm: cmapi.RSAKeyAlgorithm}
-	for _, o := range s.OtherNames {
-		f.otherNames = append(f.otherNames, o.OID+"="+o.UTF8Value)
-	}
-	if s.Duration != nil {
-		f.duration = s.Duration.Duration
-	}
-	if pk := s.PrivateKey; pk != nil && pk.Algorithm != "" {
-		f.algorithm = pk.Algorithm
-	}
-	switch f.algorithm {
-	case cmapi.RSAKeyAlgorithm:
-		f.size = 2048
-	case cmapi.ECDSAKeyAlgorithm:
-		f.size = 256
-	}
-	if pk := s.PrivateKey; pk != nil && pk.Size != 0 && f.algorithm != cmapi.Ed25519KeyAlgorithm {
-		f.size = pk.Size
-	}
-	f.subject = map[subjectField][]string{}
-	if s.LiteralSubject != "" {
-		rdns, err := pki.UnmarshalSubjectStringToRDNSequence(s.LiteralSubject)
-		if err != nil {
-			f.unknown = fmt.Sprintf("spec.literalSubject does not parse: %v", err)
-			return f
-		}
-		for _, rdn := range rdns {
-			for _, atv := range rdn {
-				val := fmt.Sprint(atv.Value)
-				switch {
-				case atv.Type.Equal(oidCommonName):
-					f.cn = val
-				case atv.Type.Equal(oidSerialNumber):
-					f.serial = val
-				default:
-					field, ok := subjectOIDs[atv.Type.String()]
-					if !ok {
-						f.unknown = fmt.Sprintf("spec.literalSubject attribute %s=%q is not allowed (no policy field covers it)", atv.Type, val)
-						continue
-					}
-					f.subject[field] = append(f.subject[field], val)
-				}
-			}
-		}
-		return f
-	}
-	if sub := s.Subject; sub != nil {
-		for field, v := range map[subjectField][]string{
-			fieldOrganizations: sub.Organizations, fieldCountries: sub.Countries, fieldOrganizationalUnits: sub.OrganizationalUnits,
-			fieldLocalities: sub.Localities, fieldProvinces: sub.Provinces, fieldStreetAddresses: sub.StreetAddresses, fieldPostalCodes: sub.PostalCodes,
-		} {
-			if len(v) > 0 {
-				f.subject[field] = v
-			}
-		}
-		f.serial = sub.SerialNumber
-	}
-	return f
-}
-
 // check returns "" when p allows every field of f, else (with explain) the
 // first field it does not allow, the value, and what the policy allows;
 // without explain, just denied (no formatting on the fast path).
@@ -261,14 +170,26 @@ func (p *compiled) check(f *facts, x vars, explain bool) string {
 	if f.unknown != "" {
 		return f.unknown
 	}
-	if f.isCA && !p.isCA {
-		if !explain {
-			return denied
+	if f.isCA {
+		if !p.isCA {
+			if !explain {
+				return denied
+			}
+			return "spec.isCA true is not allowed (allowed.isCA is false)"
 		}
-		return "spec.isCA true is not allowed (allowed.isCA is false)"
+		if _, why := p.caPowers(f, x); why != "" {
+			return why
+		}
 	}
-	if v := p.cn.check("spec.commonName", f.cn, x, explain); v != "" {
-		return v
+	for _, cn := range f.cn { // several only from a literalSubject: each is checked
+		if v := p.cn.check("spec.commonName", cn, x, explain); v != "" {
+			return v
+		}
+	}
+	if len(f.cn) == 0 {
+		if v := p.cn.check("spec.commonName", "", x, explain); v != "" {
+			return v
+		}
 	}
 	for _, c := range []struct {
 		field string
@@ -290,16 +211,18 @@ func (p *compiled) check(f *facts, x vars, explain bool) string {
 			return v
 		}
 	}
-	if v := p.serial.check("spec.subject.serialNumber", f.serial, x, explain); v != "" {
-		return v
-	}
-	for _, u := range f.usages {
-		if !p.usages[u] {
-			if !explain {
-				return denied
-			}
-			return fmt.Sprintf("spec.usages %q is not allowed (allowed: %s)", u, usageList(p.usages))
+	for _, sn := range f.serial {
+		if v := p.serial.check("spec.subject.serialNumber", sn, x, explain); v != "" {
+			return v
 		}
+	}
+	if len(f.serial) == 0 {
+		if v := p.serial.check("spec.subject.serialNumber", "", x, explain); v != "" {
+			return v
+		}
+	}
+	if v := p.checkUsages(f, explain); v != "" {
+		return v
 	}
 	if p.maxDuration != 0 && f.duration > p.maxDuration {
 		if !explain {

@@ -1,15 +1,22 @@
 package policy_test
 
 import (
+	"crypto"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
+	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -161,15 +168,157 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
-func TestAllowedCAGetsThePolicysPathLength(t *testing.T) {
-	set, err := policy.Compile([]policy.IssuancePolicy{ca(2)}, policy.Deny)
+// A sub-CA is issued only when a policy allows it, whatever the default,
+// and carries the allowing policy's path length and name constraints: a
+// leaf it signs for a name outside the policy does not verify against the
+// hub's root (Go's x509 path validation), one inside does.
+func TestSubCAsAreConstrainedByTheirPolicy(t *testing.T) {
+	isCA := fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })
+	subCA := crt("pki-a", "ca", fixture.WithNames("Dev CA"), isCA)
+	for _, def := range []policy.Mode{policy.Allow, policy.Deny} {
+		set, _ := policy.Compile([]policy.IssuancePolicy{devOnly()}, def)
+		if d := set.Evaluate(policy.Request{Cluster: "c", ClusterLabels: prod, Certificate: subCA}); d.Allowed {
+			t.Errorf("default %s, no policy selects it: a CA was allowed (%s)", def, d.Message)
+		}
+	}
+	two := 2
+	sub := fixture.Policy("sub-ca", policy.Spec{Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"},
+		DNSNames: fixture.Values("*.dev.example.com"), IPAddresses: fixture.Values("10.1.0.0/16"), IsCA: true, MaxPathLen: &two}})
+	set, err := policy.Compile([]policy.IssuancePolicy{sub}, policy.Deny)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := set.Evaluate(policy.Request{Cluster: "c", Certificate: crt("pki-a", "ca", fixture.WithNames("CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true }))})
-	if !d.Allowed || d.MaxPathLen == nil || *d.MaxPathLen != 2 {
-		t.Fatalf("decision %+v, want allowed with MaxPathLen 2", d)
+	tmpl, err := issuance.Template(subCA)
+	if err != nil {
+		t.Fatal(err)
 	}
+	d := set.Evaluate(policy.Request{Cluster: "c", Certificate: subCA, Template: tmpl})
+	if !d.Allowed {
+		t.Fatalf("decision %+v, want allowed", d)
+	}
+	d.Constrain(tmpl)
+	root, rootKey := selfSignedCA(t)
+	subKey, _ := pki.GenerateECPrivateKey(256)
+	tmpl.PublicKey = subKey.Public()
+	signed, err := pki.SignCSRTemplate([]*x509.Certificate{root}, rootKey, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subCert, _ := pki.DecodeX509CertificateBytes(signed.ChainPEM)
+	if subCert.MaxPathLen != 2 || !slices.Equal(subCert.PermittedDNSDomains, []string{".dev.example.com"}) {
+		t.Errorf("sub-CA path length %d, permitted DNS %v", subCert.MaxPathLen, subCert.PermittedDNSDomains)
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(root)
+	inter.AddCert(subCert)
+	for _, tc := range []struct {
+		name   string
+		leaf   *cmapi.Certificate
+		verify bool
+	}{
+		{"inside the policy", crt("a", "web", fixture.WithNames("", "web.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IPAddresses = []string{"10.1.2.3"} })), true},
+		{"a DNS name outside", crt("a", "web", fixture.WithNames("", "api.prod.example.com")), false},
+		{"an IP outside", crt("a", "web", fixture.WithNames("", "web.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IPAddresses = []string{"192.168.0.1"} })), false},
+		{"an email, which the policy does not list", crt("a", "web", fixture.WithNames("", "web.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.EmailAddresses = []string{"a@dev.example.com"} })), false},
+		{"a URI, which the policy does not list", crt("a", "web", fixture.WithNames("", "web.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.URIs = []string{"spiffe://dev.example.com/x"} })), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt, err := issuance.Template(tc.leaf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := pki.GenerateECPrivateKey(256)
+			lt.PublicKey = key.Public()
+			b, err := pki.SignCSRTemplate([]*x509.Certificate{subCert}, subKey, lt) // as a downstream CA Issuer on the sub-CA's Secret signs
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaf, _ := pki.DecodeX509CertificateBytes(b.ChainPEM)
+			_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			if (err == nil) != tc.verify {
+				t.Errorf("verify error %v, want verified %v", err, tc.verify)
+			}
+		})
+	}
+}
+
+// Patterns x509 cannot express as a CA's constraints refuse the CA, naming
+// the pattern; "X" together with "*.X" can.
+func TestSubCAPatternsThatCannotBeConstraints(t *testing.T) {
+	isCA := fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })
+	for _, tc := range []struct {
+		name    string
+		allowed policy.Allowed
+		want    string // "" allowed
+	}{
+		{"exact name alone", policy.Allowed{DNSNames: fixture.Values("dev.example.com")}, `allowed.dnsNames "dev.example.com" cannot be a CA's name constraint`},
+		{"exact name with its wildcard", policy.Allowed{DNSNames: fixture.Values("dev.example.com", "*.dev.example.com")}, ""},
+		{"wildcard inside a label", policy.Allowed{DNSNames: fixture.Values("web-*.example.com")}, `allowed.dnsNames "web-*.example.com"`},
+		{"URI path", policy.Allowed{URIs: fixture.Values("spiffe://dev/*")}, `allowed.uris "spiffe://dev/*"`},
+		{"otherNames", policy.Allowed{OtherNames: fixture.Values("1.2.3.4=*")}, "otherNames"},
+		{"email domain alone", policy.Allowed{EmailAddresses: fixture.Values("*@dev.example.com")}, `allowed.emailAddresses "*@dev.example.com"`},
+		{"email subdomains", policy.Allowed{EmailAddresses: fixture.Values("*@*.dev.example.com")}, ""},
+		{"everything", policy.Allowed{DNSNames: fixture.Values("*"), URIs: fixture.Values("*"), EmailAddresses: fixture.Values("*")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.allowed.CommonName, tc.allowed.IsCA = &policy.StringValue{Value: "*"}, true
+			set, _ := policy.Compile([]policy.IssuancePolicy{fixture.Policy("sub", policy.Spec{Allowed: tc.allowed})}, policy.Deny)
+			d := set.Evaluate(policy.Request{Cluster: "c", Certificate: crt("pki", "ca", fixture.WithNames("CA"), isCA)})
+			if d.Allowed != (tc.want == "") || !strings.Contains(d.Message, tc.want) {
+				t.Errorf("decision %+v, want allowed %v with %q", d, tc.want == "", tc.want)
+			}
+		})
+	}
+}
+
+// Every common name and serialNumber of a literalSubject is checked, in
+// either order and in one multi-valued RDN, as is every SAN kind.
+func TestEveryAttributeIsChecked(t *testing.T) {
+	set, _ := policy.Compile([]policy.IssuancePolicy{fixture.Policy("dev", policy.Spec{Allowed: policy.Allowed{
+		CommonName: &policy.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com"),
+		Subject: &policy.SubjectAllowed{SerialNumber: &policy.StringValue{Value: "1"}},
+	}})}, policy.Deny)
+	for _, tc := range []struct{ literal, want string }{
+		{"CN=a.dev.example.com", ""},
+		{"CN=a.dev.example.com,CN=postgres", `spec.commonName "postgres"`},
+		{"CN=postgres,CN=a.dev.example.com", `spec.commonName "postgres"`},
+		{"CN=a.dev.example.com+CN=postgres", `spec.commonName "postgres"`},
+		{"CN=postgres+CN=a.dev.example.com", `spec.commonName "postgres"`},
+		{"CN=a.dev.example.com+SERIALNUMBER=1,SERIALNUMBER=2", `spec.subject.serialNumber "2"`},
+		{"CN=a.dev.example.com,DC=evil", "is not allowed (no policy field covers it)"},
+	} {
+		c := crt("a", "web", fixture.WithNames("", "a.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = tc.literal }))
+		d := set.Evaluate(policy.Request{Cluster: "c", Certificate: c})
+		if d.Allowed != (tc.want == "") || !strings.Contains(d.Message, tc.want) {
+			t.Errorf("%s: decision %+v, want allowed %v with %q", tc.literal, d, tc.want == "", tc.want)
+		}
+	}
+	for name, mut := range map[string]func(*cmapi.CertificateSpec){
+		"ipAddresses":    func(s *cmapi.CertificateSpec) { s.IPAddresses = []string{"10.0.0.1"} },
+		"uris":           func(s *cmapi.CertificateSpec) { s.URIs = []string{"spiffe://x/y"} },
+		"emailAddresses": func(s *cmapi.CertificateSpec) { s.EmailAddresses = []string{"a@dev.example.com"} },
+		"otherNames":     func(s *cmapi.CertificateSpec) { s.OtherNames = []cmapi.OtherName{{OID: "1.2.3.4", UTF8Value: "x"}} },
+	} {
+		d := set.Evaluate(policy.Request{Cluster: "c", Certificate: crt("a", "web", fixture.WithNames("a.dev.example.com", "a.dev.example.com"), fixture.WithSpec(mut))})
+		if d.Allowed || !strings.Contains(d.Message, "spec."+name) {
+			t.Errorf("%s: decision %+v, want denied naming it", name, d)
+		}
+	}
+}
+
+func selfSignedCA(t *testing.T) (*x509.Certificate, crypto.Signer) {
+	t.Helper()
+	key, err := pki.GenerateECPrivateKey(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hub root"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	_, cert, err := pki.SignCertificate(tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
 
 func TestCompileReportsInvalidPolicies(t *testing.T) {

@@ -187,6 +187,9 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return fmt.Errorf("invalid --cluster-selector: %w", err)
 	}
 	var provider *inventory.Provider
+	// Told of a cluster whose Secret's labels changed (trust scopes); set
+	// before the manager starts, read only after.
+	var labelSubscribers []func(multicluster.ClusterName)
 	policies, err := policy.New(policy.Options{Default: policy.Mode(o.DefaultPolicy), ClusterLabels: func(name string) map[string]string {
 		return provider.ClusterLabels(multicluster.ClusterName(name))
 	}})
@@ -214,20 +217,25 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return out
 	}
 	provider, err = inventory.New(inventory.Options{
-		Namespace:       o.ClusterSecretNamespace,
-		Selector:        selector,
-		KubeconfigDir:   o.KubeconfigDir,
-		Scheme:          scheme,
-		ClusterOptions:  []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
-		OnLabelsChanged: func(multicluster.ClusterName) { policies.Changed() },
-		AllowPlainHTTP:  o.AllowPlainHTTPClusters,
-		AllowLinkLocal:  o.AllowLinkLocalClusters,
-		RequestTimeout:  o.RequestTimeout,
-		ExecPlugins:     append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
-		ExecShim:        o.ExecShim,
-		Gate:            gate,
-		Informers:       informers,
-		Compression:     o.DownstreamCompression,
+		Namespace:      o.ClusterSecretNamespace,
+		Selector:       selector,
+		KubeconfigDir:  o.KubeconfigDir,
+		Scheme:         scheme,
+		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
+		OnLabelsChanged: func(name multicluster.ClusterName) {
+			policies.Changed()
+			for _, fn := range labelSubscribers {
+				fn(name)
+			}
+		},
+		AllowPlainHTTP: o.AllowPlainHTTPClusters,
+		AllowLinkLocal: o.AllowLinkLocalClusters,
+		RequestTimeout: o.RequestTimeout,
+		ExecPlugins:    append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
+		ExecShim:       o.ExecShim,
+		Gate:           gate,
+		Informers:      informers,
+		Compression:    o.DownstreamCompression,
 	})
 	if err != nil {
 		return err
@@ -307,7 +315,9 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if o.TrustBundles {
 		nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
 		trustOpts := trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey, NamespaceSelector: nsSel,
-			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }, Rotation: rotator}
+			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }, Rotation: rotator,
+			ClusterLabels:   provider.ClusterLabels,
+			SubscribeLabels: func(fn func(multicluster.ClusterName)) { labelSubscribers = append(labelSubscribers, fn) }}
 		if wo, ok := ownership.(shard.Writer); ok {
 			trustOpts.Ownership = wo
 		}

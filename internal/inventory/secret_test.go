@@ -47,6 +47,11 @@ func TestParseSecret(t *testing.T) {
 			s.Labels = nil
 			return s
 		}(), wantField: "metadata.labels[" + SecretTypeLabel + "]"},
+		{name: "a dotted name would nest in another cluster's {{cluster}} names", secret: clusterSecret(map[string]string{"name": "x.east", "server": "https://a", "config": good}), wantField: "name"},
+		{name: "a wildcard name would cover every cluster", secret: clusterSecret(map[string]string{"name": "*", "server": "https://a", "config": good}), wantField: "name"},
+		{name: "an upper-case name would name another cluster's hosts", secret: clusterSecret(map[string]string{"name": "East", "server": "https://a", "config": good}), wantField: "name"},
+		{name: "context-style names are fine", secret: clusterSecret(map[string]string{"name": "arn:aws:eks:eu-west-1:1:cluster/prod_1", "server": "https://a", "config": good}),
+			wantName: "arn:aws:eks:eu-west-1:1:cluster/prod_1", wantHost: "https://a"},
 		{name: "missing server", secret: clusterSecret(map[string]string{"name": "a", "config": good}), wantField: "server"},
 		{name: "server not a URL", secret: clusterSecret(map[string]string{"name": "a", "server": "east:6443", "config": good}), wantField: "server"},
 		{name: "missing config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantField: "config"},

@@ -173,6 +173,9 @@ func literal(pt pattern, x vars) (lit string, wildcard, ok bool) {
 			b.WriteByte('*')
 		}
 		for _, pc := range seg {
+			if pc.v == 'c' && x.clusterUnsafe {
+				return "", false, false
+			}
 			b.WriteString(x.value(pc))
 		}
 	}

@@ -300,7 +300,19 @@ func compilePattern(s string) pattern {
 }
 
 // vars are the values of the pattern variables for one Certificate.
-type vars struct{ cluster, namespace string }
+// clusterUnsafe: the cluster's name cannot be put into a DNS name (a dot,
+// a wildcard, an upper-case letter: a registration named after its server
+// URL), so {{cluster}} matches nothing.
+type vars struct {
+	cluster, namespace string
+	clusterUnsafe      bool
+}
+
+func newVars(cluster, namespace string) vars {
+	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: strings.ContainsFunc(cluster, func(r rune) bool {
+		return r == '.' || r == '*' || r >= 'A' && r <= 'Z' || r == ' '
+	})}
+}
 
 func (x vars) value(pc piece) string {
 	switch pc.v {
@@ -324,6 +336,9 @@ func (x vars) segLen(seg []piece) int {
 // segAt reports whether seg matches v at position at.
 func (x vars) segAt(seg []piece, v string, at int) bool {
 	for _, pc := range seg {
+		if pc.v == 'c' && x.clusterUnsafe {
+			return false
+		}
 		s := x.value(pc)
 		if !strings.HasPrefix(v[at:], s) {
 			return false

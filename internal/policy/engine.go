@@ -1,8 +1,8 @@
 package policy
 
 import (
-	"crypto/x509"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"sync"

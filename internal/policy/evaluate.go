@@ -33,7 +33,7 @@ const maxMessage = 1024
 // certificate must be signed only after Decision.Constrain.
 func (s *Set) Evaluate(r Request) Decision {
 	crt := r.Certificate
-	x := vars{cluster: r.Cluster, namespace: crt.Namespace}
+	x := newVars(r.Cluster, crt.Namespace)
 	var f *facts // built on the first policy that selects
 	considered := 0
 	for i := range s.policies {

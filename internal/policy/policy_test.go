@@ -362,3 +362,16 @@ func BenchmarkEvaluate100(b *testing.B) {
 		}
 	}
 }
+
+// A cluster whose name cannot be put into a DNS name (a registration named
+// after its server URL) matches no {{cluster}} pattern.
+func TestUnsafeClusterNamesMatchNoClusterPattern(t *testing.T) {
+	set, _ := policy.Compile([]policy.IssuancePolicy{ownNames()}, policy.Deny)
+	for cluster, allowed := range map[string]bool{"east": true, "x.east": false, "*": false, "East": false, "https://east.example.com": false} {
+		name := "www." + cluster + ".example.com"
+		d := set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt("a", "web", fixture.WithNames("", name))})
+		if d.Allowed != allowed {
+			t.Errorf("cluster %q, name %q: allowed %v, want %v (%s)", cluster, name, d.Allowed, allowed, d.Message)
+		}
+	}
+}

@@ -6,13 +6,16 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,24 +26,94 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// OptOutAnnotation set to "false" on a CA ClusterIssuer leaves it out of the bundle.
-const OptOutAnnotation = "certhub.io/trust-bundle"
+// Annotations on a CA ClusterIssuer that say where its CA is trusted.
+const (
+	// OptOutAnnotation set to "false" leaves the issuer out of every bundle.
+	OptOutAnnotation = "certhub.io/trust-bundle"
+	// ClustersAnnotation is a label selector (kubectl syntax, e.g.
+	// "env=prod" or "env in (dev,staging)") over the labels of the
+	// clusters' Argo CD Secrets: the CA is published only to the clusters
+	// it selects. Unset: every cluster. A selector that does not parse
+	// publishes it nowhere (logged), so a typo narrows, never widens.
+	ClustersAnnotation = "certhub.io/trust-clusters"
+	// NamespacesAnnotation is a comma-separated list of namespace name
+	// globs ("team-*,payments"): within a selected cluster, the CA is
+	// published only to those namespaces (among those the bundle's
+	// namespace selector picks). Unset: every such namespace.
+	NamespacesAnnotation = "certhub.io/trust-namespaces"
+)
 
-// bundle is the current trust bundle of the hub, shared by the hub-side
+// entry is one issuer's part of the bundles: its CA certificates and where
+// they are trusted.
+type entry struct {
+	issuer     string
+	clusters   labels.Selector // labels.Nothing() for an invalid selector
+	namespaces []string        // name globs; nil: every namespace
+	blocks     [][]byte        // PEM blocks
+}
+
+// entries are the hub's CAs with their scopes, sorted by issuer.
+type entries []entry
+
+// pem is the bundle for one namespace of a cluster with clusterLabels: the
+// CA certificates of every issuer scoped there, deduplicated and sorted,
+// so every replica computes the same bytes.
+func (es entries) pem(clusterLabels labels.Set, namespace string) []byte {
+	seen := map[string]bool{}
+	var blocks [][]byte
+	for _, e := range es {
+		if !e.clusters.Matches(clusterLabels) || !matchesName(e.namespaces, namespace) {
+			continue
+		}
+		for _, b := range e.blocks {
+			if !seen[string(b)] {
+				seen[string(b)] = true
+				blocks = append(blocks, b)
+			}
+		}
+	}
+	slices.SortFunc(blocks, bytes.Compare)
+	return bytes.Join(blocks, nil)
+}
+
+// key is a canonical form of es, to tell a change.
+func (es entries) key() string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "%s|%s|%s|", e.issuer, e.clusters, strings.Join(e.namespaces, ","))
+		for _, blk := range e.blocks {
+			b.Write(blk)
+		}
+	}
+	return b.String()
+}
+
+func matchesName(globs []string, name string) bool {
+	if globs == nil {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// bundle is the current set of the hub's CAs, shared by the hub-side
 // reconciler (writer) and the downstream one (reader).
 type bundle struct {
 	mu      sync.Mutex
-	pem     []byte
-	issuers []string // the issuers in it, for logs
+	entries entries
 	loaded  bool
 	subs    []func()
 }
 
-// get returns the bundle and whether it has been computed once.
-func (b *bundle) get() ([]byte, bool) {
+// get returns the entries and whether they have been computed once.
+func (b *bundle) get() (entries, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.pem, b.loaded
+	return b.entries, b.loaded
 }
 
 func (b *bundle) subscribe(fn func()) {
@@ -49,11 +122,11 @@ func (b *bundle) subscribe(fn func()) {
 	b.subs = append(b.subs, fn)
 }
 
-// set stores pem and tells the subscribers if it changed.
-func (b *bundle) set(pemBytes []byte, issuers []string) bool {
+// set stores es and tells the subscribers if it changed.
+func (b *bundle) set(es entries) bool {
 	b.mu.Lock()
-	changed := !b.loaded || !bytes.Equal(b.pem, pemBytes)
-	b.pem, b.issuers, b.loaded = pemBytes, issuers, true
+	changed := !b.loaded || b.entries.key() != es.key()
+	b.entries, b.loaded = es, true
 	subs := slices.Clone(b.subs)
 	b.mu.Unlock()
 	if changed {
@@ -96,27 +169,29 @@ func (r *hubReconciler) setup(mgr manager.Manager) error {
 }
 
 func (r *hubReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	pemBytes, issuers, err := collect(ctx, r.c, r.namespace, r.log, r.secrets)
+	es, err := collect(ctx, r.c, r.namespace, r.log, r.secrets)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if r.bundle.set(pemBytes, issuers) {
-		r.log.Info("trust bundle changed", "issuers", issuers, "bytes", len(pemBytes))
+	if r.bundle.set(es) {
+		issuers := make([]string, 0, len(es))
+		for _, e := range es {
+			issuers = append(issuers, e.issuer)
+		}
+		r.log.Info("trust bundle changed", "issuers", issuers)
 	}
 	return reconcile.Result{}, nil
 }
 
-// collect builds the bundle: every CA ClusterIssuer's CA certificate,
-// parsed (a Secret without one is logged and skipped), deduplicated and
-// sorted, so every replica computes the same bytes.
-func collect(ctx context.Context, c client.Reader, namespace string, log logr.Logger, secretsFor func(issuer, current string) []string) ([]byte, []string, error) {
+// collect reads every CA ClusterIssuer's CA certificates, parsed (a
+// Secret without one is logged and skipped), with the scope its
+// annotations give them.
+func collect(ctx context.Context, c client.Reader, namespace string, log logr.Logger, secretsFor func(issuer, current string) []string) (entries, error) {
 	list := &cmapi.ClusterIssuerList{}
 	if err := c.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("failed to list ClusterIssuers: %w", err)
+		return nil, fmt.Errorf("failed to list ClusterIssuers: %w", err)
 	}
-	seen := map[string]bool{}
-	var blocks [][]byte
-	var issuers []string
+	var es entries
 	for i := range list.Items {
 		iss := &list.Items[i]
 		if iss.Spec.CA == nil || iss.Annotations[OptOutAnnotation] == "false" || iss.DeletionTimestamp != nil {
@@ -126,23 +201,45 @@ func collect(ctx context.Context, c client.Reader, namespace string, log logr.Lo
 		if secretsFor != nil {
 			names = secretsFor(iss.Name, iss.Spec.CA.SecretName)
 		}
-		found := false
+		e := scope(iss, log)
 		for _, name := range names {
 			for _, der := range caOf(ctx, c, namespace, iss.Name, name, log) {
-				found = true
-				if !seen[string(der)] {
-					seen[string(der)] = true
-					blocks = append(blocks, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-				}
+				e.blocks = append(e.blocks, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 			}
 		}
-		if found {
-			issuers = append(issuers, iss.Name)
+		if len(e.blocks) > 0 {
+			slices.SortFunc(e.blocks, bytes.Compare)
+			es = append(es, e)
 		}
 	}
-	slices.SortFunc(blocks, bytes.Compare)
-	slices.Sort(issuers)
-	return bytes.Join(blocks, nil), issuers, nil
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.issuer, b.issuer) })
+	return es, nil
+}
+
+// scope reads where iss's CA is trusted from its annotations.
+func scope(iss *cmapi.ClusterIssuer, log logr.Logger) entry {
+	e := entry{issuer: iss.Name, clusters: labels.Everything()}
+	if sel, ok := iss.Annotations[ClustersAnnotation]; ok {
+		parsed, err := labels.Parse(sel)
+		if err != nil {
+			log.Error(err, "CA published to no cluster: its cluster selector does not parse", "issuer", iss.Name, "annotation", ClustersAnnotation)
+			parsed = labels.Nothing()
+		}
+		e.clusters = parsed
+	}
+	if globs, ok := iss.Annotations[NamespacesAnnotation]; ok {
+		e.namespaces = []string{}
+		for _, g := range strings.Split(globs, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				if _, err := path.Match(g, ""); err != nil {
+					log.Error(err, "namespace pattern ignored: it does not parse", "issuer", iss.Name, "annotation", NamespacesAnnotation, "pattern", g)
+					continue
+				}
+				e.namespaces = append(e.namespaces, g)
+			}
+		}
+	}
+	return e
 }
 
 // caOf returns the CA certificates (DER) of the issuer's CA Secret name:

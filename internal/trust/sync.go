@@ -64,6 +64,12 @@ type Options struct {
 	// Engage says whether a cluster gets bundles (false for namespace-scoped
 	// registrations). Nil: every cluster.
 	Engage func(name multicluster.ClusterName) bool
+	// ClusterLabels are the labels of a cluster's Argo CD Secret, which an
+	// issuer's ClustersAnnotation selects on. Nil: no labels.
+	ClusterLabels func(name multicluster.ClusterName) map[string]string
+	// SubscribeLabels, when set, registers a function the inventory calls
+	// with a cluster whose labels changed (its bundles are recomputed).
+	SubscribeLabels func(fn func(name multicluster.ClusterName))
 }
 
 func (o *Options) defaults() {
@@ -119,6 +125,9 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	fan := &fanout{clusters: map[multicluster.ClusterName]context.Context{}}
 	b.subscribe(fan.all)
+	if opts.SubscribeLabels != nil {
+		opts.SubscribeLabels(fan.add)
+	}
 	if err := mgr.Add(fan); err != nil {
 		return err
 	}
@@ -206,7 +215,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if r.opts.Engage != nil && !r.opts.Engage(req.ClusterName) {
 		return reconcile.Result{}, nil
 	}
-	pemBytes, loaded := r.bundle.get()
+	es, loaded := r.bundle.get()
 	if !loaded {
 		return reconcile.Result{RequeueAfter: time.Second}, nil // the hub side has not computed it yet
 	}
@@ -234,12 +243,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 			current[cm.Namespace] = cm
 		}
 	}
-	want := map[string]string{r.opts.Key: string(pemBytes)}
+	var clusterLabels labels.Set
+	if r.opts.ClusterLabels != nil {
+		clusterLabels = r.opts.ClusterLabels(req.ClusterName)
+	}
 	var errs []error
 	written := 0
 	for i := range namespaces.Items {
 		ns := &namespaces.Items[i]
 		cm := current[ns.Name]
+		pemBytes := es.pem(clusterLabels, ns.Name)
+		want := map[string]string{r.opts.Key: string(pemBytes)}
 		wanted := len(pemBytes) > 0 && ns.Status.Phase != corev1.NamespaceTerminating && r.opts.NamespaceSelector.Matches(labels.Set(ns.Labels))
 		switch {
 		case wanted && cm == nil:

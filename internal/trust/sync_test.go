@@ -48,7 +48,7 @@ func TestReconcileMakesTheClusterExact(t *testing.T) {
 	).Build()
 	fc := fixture.NewFakeCluster(c)
 	b := &bundle{}
-	b.set([]byte("PEM"), []string{"ca"})
+	b.set(everywhere("PEM"))
 	opts := Options{Namespace: "certhub", NamespaceSelector: labels.SelectorFromSet(labels.Set{"trust": "yes"})}
 	opts.defaults()
 	r := &reconciler{opts: opts, bundle: b, getCluster: func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil }}
@@ -80,7 +80,7 @@ func TestReconcileMakesTheClusterExact(t *testing.T) {
 		t.Error("no Event for the foreign ConfigMap")
 	}
 
-	b.set(nil, nil) // the last CA issuer went
+	b.set(nil) // the last CA issuer went
 	if _, err := r.Reconcile(ctx, mcreconcile.Request{ClusterName: "east"}); err != nil {
 		t.Fatal(err)
 	}

@@ -60,3 +60,16 @@ func undecodableStatus(generation int64, reason, message string, now time.Time) 
 		"lastTransitionTime": now.UTC().Format(time.RFC3339), "observedGeneration": generation,
 	}}}})
 }
+
+// Validate is the hub's verdict on a Certificate object as an API server
+// stores it: nil when it decodes and its spec is valid, else an error
+// naming the field and why. The reconciler decides the same way; the
+// downstream ValidatingAdmissionPolicy is held to agree with it (the
+// admission tier's differential test).
+func Validate(u *unstructured.Unstructured) error {
+	crt, err := decodeCertificate(u)
+	if err != nil {
+		return err
+	}
+	return validateSpec(crt)
+}

@@ -105,6 +105,7 @@ func validateSpec(crt *cmapi.Certificate) error {
 	el = append(el, validateIssuerRef(s.IssuerRef, p)...)
 
 	commonName := s.CommonName
+	var literalCNs []string // every CN of a literalSubject: each is signed
 	if s.LiteralSubject != "" {
 		if s.CommonName != "" {
 			el = append(el, field.Invalid(p.Child("commonName"), s.CommonName, "When providing a `LiteralSubject` no `commonName` may be provided."))
@@ -124,6 +125,7 @@ func validateSpec(crt *cmapi.Certificate) error {
 				case atv.Type.Equal(pki.OIDConstants.CommonName):
 					if str, ok := atv.Value.(string); ok {
 						commonName = str
+						literalCNs = append(literalCNs, str)
 					} else {
 						el = append(el, field.Invalid(p.Child("literalSubject"), atv.Value, "Field with type CN should be a string"))
 					}
@@ -137,6 +139,15 @@ func validateSpec(crt *cmapi.Certificate) error {
 	}
 	if len(commonName) > maxCommonName {
 		el = append(el, field.TooLong(p.Child("commonName"), commonName, maxCommonName))
+	} else {
+		// cert-manager checks the last CN only; every CN is signed, so every
+		// one is held to x509's upper bound (ub-common-name), in bytes.
+		for _, cn := range literalCNs {
+			if len(cn) > maxCommonName {
+				el = append(el, field.TooLong(p.Child("commonName"), cn, maxCommonName))
+				break
+			}
+		}
 	}
 	for i, d := range s.DNSNames {
 		if d == "" {

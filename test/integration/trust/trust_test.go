@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
@@ -137,4 +138,79 @@ func bundleOf(pems ...[]byte) []byte {
 		}
 	}
 	return bytes.Join(pems, nil)
+}
+
+// labelCluster sets key=value on the Argo CD Secret of cp's registration.
+func labelCluster(t *testing.T, cp *testbed.ControlPlane, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	list := &corev1.SecretList{}
+	if err := env.Bed.Hub.Client.List(ctx, list, client.InNamespace(env.Bed.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if string(s.Data["name"]) != cp.Name {
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Labels[key] = value
+		if err := env.Bed.Hub.Client.Patch(ctx, s, patch); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no cluster Secret for %s", cp.Name)
+}
+
+// A development CA scoped to env=dev (certhub.io/trust-clusters) is
+// trusted in the dev cluster and absent from the prod cluster's bundles,
+// where a certificate of the shared CA keeps verifying; scoped away, it
+// leaves the dev cluster too.
+func TestScopedCAStaysInItsClusters(t *testing.T) {
+	ctx := context.Background()
+	dev, prod := env.Bed.Downstreams[0], env.Bed.Downstreams[1]
+	labelCluster(t, dev, "env", "dev")
+	labelCluster(t, prod, "env", "prod")
+	devCA, err := env.Bed.CreateCAIssuer(ctx, "trust-dev-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &cmapi.ClusterIssuer{}
+	if err := env.Bed.Hub.Client.Get(ctx, client.ObjectKey{Name: "trust-dev-ca"}, iss); err != nil {
+		t.Fatal(err)
+	}
+	scopeTo := func(selector string) {
+		t.Helper()
+		patch := client.MergeFrom(iss.DeepCopy())
+		metav1.SetMetaDataAnnotation(&iss.ObjectMeta, trust.ClustersAnnotation, selector)
+		if err := env.Bed.Hub.Client.Patch(ctx, iss, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scopeTo("env=dev")
+	t.Cleanup(func() {
+		_ = env.Bed.Hub.Client.Delete(context.Background(), iss)
+		for _, cp := range env.Bed.Downstreams {
+			waitBundle(t, cp, "default", env.CAPEM)
+		}
+	})
+	both := bundleOf(env.CAPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: devCA.Raw}))
+	waitBundle(t, dev, "default", both)
+	// The prod cluster issues meanwhile and verifies against its bundle,
+	// which never gains the dev CA.
+	const ns = "scoped-trust"
+	fixture.EnsureNamespace(t, prod.Client, ns)
+	crt := fixture.Certificate(ns, "shop", issuerName, fixture.WithNames("", "shop.prod.example.com"))
+	if err := prod.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	crt = fixture.WaitReady(t, prod.Client, client.ObjectKeyFromObject(crt))
+	prodBundle := waitBundle(t, prod, ns, env.CAPEM)
+	if err := handshake(t, prod.Client, crt, []byte(prodBundle.Data[trust.DefaultKey])); err != nil {
+		t.Errorf("prod handshake against its bundle: %v", err)
+	}
+	waitBundle(t, prod, "default", env.CAPEM)
+	scopeTo("env=staging")
+	waitBundle(t, dev, "default", env.CAPEM)
 }

@@ -40,7 +40,8 @@ func TestValidateAcceptsArgoCDForms(t *testing.T) {
 		t.Fatalf("%d registrations ok (want >= 30, no error or warning):\n%s", oks, out)
 	}
 	for _, want := range []string{
-		`valid.yaml:39: ok: Secret argocd/in-cluster: cluster "in-cluster" at https://kubernetes.default.svc (the in-cluster server: resolved at run time with the hub's ServiceAccount)`,
+		`valid.yaml:39: ok: Secret argocd/in-cluster: cluster "in-cluster" at https://kubernetes.default.svc (the in-cluster server: the cluster the hub reads its Secrets from, resolved at run time)`,
+		`ok: Secret argocd/in-cluster-bare: cluster "in-cluster-bare" at https://kubernetes.default.svc`,
 		`ok: Secret argocd/shard-quoted: cluster "sharded"`,
 		`ok: Secret argocd/base64-data: cluster "b64" at https://b64.example.com`,
 		`ok: Secret argocd/mixed-data: cluster "mixed"`, // stringData wins over data, as on the API server
@@ -200,10 +201,18 @@ spec:
 		!strings.Contains(out, "ok: SealedSecret argocd/cluster-sealed: encrypted (SealedSecret), structure checked") {
 		t.Fatalf("encrypted registrations: %v\n%s", err, out)
 	}
-	broken := strings.Replace(sealed, " config: AgBy3i4OJSWK", "", 1)
+	noConfig := strings.Replace(sealed, " config: AgBy3i4OJSWK", "", 1)
+	out, err = validate(noConfig, "-")
+	if err != nil || !strings.Contains(out, "warning: SealedSecret argocd/cluster-sealed") || !strings.Contains(out, "the hub connects anonymously") {
+		t.Fatalf("a SealedSecret without config: want a warning (anonymous), got %v\n%s", err, out)
+	}
+	broken := strings.Replace(sealed, " server: AgBy3i4OJSWK,", "", 1)
+	if broken == sealed {
+		t.Fatal("the SealedSecret fixture has no server line to remove")
+	}
 	out, err = validate(broken, "-")
-	if err == nil || !strings.Contains(out, "error: SealedSecret argocd/cluster-sealed: invalid cluster Secret field config: is required") {
-		t.Fatalf("a SealedSecret without config passed: %v\n%s", err, out)
+	if err == nil || !strings.Contains(out, "error: SealedSecret argocd/cluster-sealed: invalid cluster Secret field server: is required") {
+		t.Fatalf("a SealedSecret without server passed: %v\n%s", err, out)
 	}
 }
 
@@ -252,5 +261,63 @@ func TestValidateShippedExample(t *testing.T) {
 	out, err = validate("", "--show-connection", filepath.Join("..", "..", "examples", "cluster-secret.yaml"))
 	if err != nil || !strings.Contains(out, `"host": "https://east.example.com:6443"`) {
 		t.Fatalf("--show-connection: %v\n%s", err, out)
+	}
+}
+
+// A remote registration without config is valid, as in Argo CD, with a
+// warning that the hub connects anonymously (an error only with --strict).
+func TestValidateConfigLessRemoteWarns(t *testing.T) {
+	doc := `apiVersion: v1
+kind: Secret
+metadata:
+  name: bare
+  namespace: argocd
+  labels: {argocd.argoproj.io/secret-type: cluster}
+stringData:
+  name: bare
+  server: https://bare.example.com
+`
+	out, err := validate(doc, "-")
+	if err != nil || !strings.Contains(out, "warning: Secret argocd/bare") || !strings.Contains(out, "connects to https://bare.example.com anonymously") {
+		t.Fatalf("want a warning naming anonymous access and exit 0, got %v:\n%s", err, out)
+	}
+	if _, err := validate(doc, "--strict", "-"); err == nil {
+		t.Errorf("--strict: a warning must fail")
+	}
+}
+
+// Secrets that are not registrations, in the same folder, stay silent: a
+// TLS Secret, a database Secret, Argo CD repository Secrets, and a Secret
+// with a "server" that is no URL.
+func TestValidateIgnoresUnrelatedSecrets(t *testing.T) {
+	docs := `apiVersion: v1
+kind: Secret
+metadata: {name: web-tls, namespace: argocd}
+type: kubernetes.io/tls
+data: {tls.crt: "", tls.key: ""}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: argocd}
+stringData: {host: db.example.com, username: app, password: pw, name: orders}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: repo, namespace: argocd, labels: {argocd.argoproj.io/secret-type: repository}}
+stringData: {url: "https://github.com/x/y", name: y}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: argocd, labels: {argocd.argoproj.io/secret-type: repo-creds}}
+stringData: {url: "https://github.com/x", password: p}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: smtp, namespace: argocd}
+stringData: {server: "smtp.example.com:587", name: mailer}
+`
+	out, err := validate(docs, "-")
+	if strings.Contains(out, "error") || strings.Contains(out, "warning") {
+		t.Fatalf("unrelated Secrets were reported (%v):\n%s", err, out)
 	}
 }

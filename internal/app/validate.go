@@ -76,10 +76,15 @@ kustomize build overlays/prod | certhub cluster validate -):
     no unknown fields, a DNS-1123 name; a namespace other than
     --cluster-secret-namespace is a warning;
   - converted as Argo CD converts it: the argocd.argoproj.io/secret-type=cluster
-    label, name/server/config, the config JSON, decodable CA and client
-    certificates, the server URL. The in-cluster server
-    (https://kubernetes.default.svc) is valid offline: it is resolved at run
-    time with the hub's ServiceAccount;
+    label, name/server and the optional config, the config JSON, decodable CA
+    and client certificates, the server URL. The in-cluster server
+    (https://kubernetes.default.svc) is valid offline, config or not: it is
+    the cluster the hub reads its Secrets from. A remote server without config
+    is valid with a warning (the hub connects anonymously, as Argo CD would);
+  - a Secret that looks meant as a registration but that Argo CD and the hub
+    ignore is an error naming the fix: a near-miss argocd.argoproj.io/secret-type
+    label key or value, the label under annotations, or name/server/config
+    keys without the label. Other Secrets are not reported;
   - across all inputs: two registrations naming one cluster, two Secrets with
     one name, a --cluster-selector that selects none of them.
 
@@ -330,7 +335,13 @@ func (v *validator) secret(at Finding, obj map[string]any) {
 	meta, _ := obj["metadata"].(map[string]any)
 	lbls, _ := meta["labels"].(map[string]any)
 	if !isClusterSecret(lbls) {
-		return // another Secret; not a registration
+		// Not a registration for Argo CD or the hub; say so when it looks
+		// meant as one, else stay silent (another Secret).
+		if why := nearMiss(obj); why != "" {
+			at.Severity, at.Message = severityError, why
+			v.add(at)
+		}
+		return
 	}
 	s, err := decodeSecret(obj)
 	if err != nil {
@@ -354,7 +365,11 @@ func (v *validator) secret(at Finding, obj map[string]any) {
 	}
 	at.Severity, at.Message = severityOK, fmt.Sprintf("cluster %q at %s", c.Name, c.Server)
 	if c.InCluster {
-		at.Message += " (the in-cluster server: resolved at run time with the hub's ServiceAccount)"
+		at.Message += " (the in-cluster server: the cluster the hub reads its Secrets from, resolved at run time)"
+	}
+	if len(c.Warnings) > 0 {
+		at.Severity = severityWarning
+		at.Message += "; " + strings.Join(c.Warnings, "; ")
 	}
 	at.Message += v.selection(s.Labels)
 	v.add(at)
@@ -511,9 +526,12 @@ func (v *validator) encryptedSecret(at Finding, obj, meta map[string]any) {
 // structureChecked reports an encrypted registration: an error naming the
 // keys it lacks, or ok with what, and whether --cluster-selector selects it.
 func (v *validator) structureChecked(at Finding, keys map[string]string, lbls map[string]any, what string) {
-	if missing := missingKeys(keys); missing != "" {
+	switch missing := missingKeys(keys); {
+	case missing != "":
 		at.Severity, at.Message = severityError, missing
-	} else {
+	case keys["config"] == "" && keys["server"] != inventory.InClusterServer:
+		at.Severity, at.Message = severityWarning, what+"; no config: unless the server is the in-cluster one, the hub connects anonymously"+v.selection(stringMap(lbls))
+	default:
 		at.Severity, at.Message = severityOK, what+v.selection(stringMap(lbls))
 	}
 	v.add(at)
@@ -561,10 +579,11 @@ func (v *validator) sealedSecret(at Finding, obj map[string]any) {
 	v.structureChecked(at, keys, lbls, "encrypted (SealedSecret), structure checked: template label, name/server/config present")
 }
 
-// missingKeys names the registration keys a structure-only check lacks.
+// missingKeys names the registration keys a structure-only check lacks
+// (config is optional, as in Argo CD).
 func missingKeys(keys map[string]string) string {
 	var missing []string
-	for _, k := range []string{"server", "config"} {
+	for _, k := range []string{"server"} {
 		if _, ok := keys[k]; !ok {
 			missing = append(missing, k)
 		}

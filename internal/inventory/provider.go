@@ -203,10 +203,12 @@ var (
 type Provider struct {
 	opts Options
 
-	hub      client.Reader
-	recorder recorder.EventRecorder
-	metrics  *inventoryMetrics
-	log      logr.Logger // base logger; per-cluster loggers add only `cluster`
+	hub client.Reader
+	// inCluster resolves Argo CD's in-cluster server: the hub's own cluster.
+	inCluster func() (*rest.Config, error)
+	recorder  recorder.EventRecorder
+	metrics   *inventoryMetrics
+	log       logr.Logger // base logger; per-cluster loggers add only `cluster`
 
 	started chan struct{} // closed by Start once ctx and aware are set
 	ctx     context.Context
@@ -285,6 +287,11 @@ func New(opts Options) (*Provider, error) {
 func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	local := mgr.GetLocalManager()
 	p.hub = local.GetClient()
+	// Argo CD's in-cluster server is the cluster Argo CD runs in: the one
+	// whose Secrets the hub reads, whether the hub runs in it (its
+	// ServiceAccount) or outside it (--kubeconfig).
+	hubConfig := local.GetConfig()
+	p.inCluster = func() (*rest.Config, error) { return hubConfig, nil }
 	p.recorder = local.GetEventRecorder("certhub-inventory")
 	p.log = local.GetLogger().WithName("inventory")
 	if p.opts.KubeconfigDir != "" {
@@ -482,7 +489,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 
 	p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
-	parsed, err := ParseSecret(secret)
+	parsed, err := parseSecret(secret, p.inCluster)
 	if err == nil {
 		err = checkServer(parsed.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal)
 	}

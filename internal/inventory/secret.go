@@ -109,6 +109,9 @@ type Cluster struct {
 	// Labels are the cluster Secret's labels (issuance policies select
 	// clusters by them); nil for kubeconfig files. Not part of Hash.
 	Labels map[string]string
+	// Warnings are consequences of the registration its author may not
+	// expect (a remote server without config is reached anonymously).
+	Warnings []string
 }
 
 // FieldError says which field of a cluster Secret is wrong.
@@ -133,17 +136,19 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // *FieldError naming the offending field. The in-cluster server is resolved
 // with this process's ServiceAccount, so it fails outside a cluster.
 func ParseSecret(s *corev1.Secret) (*Cluster, error) {
-	return parseSecret(s, false)
+	return parseSecret(s, rest.InClusterConfig)
 }
 
 // ValidateSecret checks a cluster Secret as ParseSecret does, offline: the
 // in-cluster server is valid anywhere and left to be resolved at run time
 // (Cluster.InCluster). For `certhub cluster validate` in CI.
 func ValidateSecret(s *corev1.Secret) (*Cluster, error) {
-	return parseSecret(s, true)
+	return parseSecret(s, nil)
 }
 
-func parseSecret(s *corev1.Secret, offline bool) (*Cluster, error) {
+// parseSecret parses s; inCluster resolves Argo CD's in-cluster server
+// (nil: offline, left unresolved).
+func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Cluster, error) {
 	if s.Labels[SecretTypeLabel] != SecretTypeCluster {
 		return nil, &FieldError{Field: "metadata.labels[" + SecretTypeLabel + "]", Reason: "must be \"cluster\""}
 	}
@@ -161,20 +166,25 @@ func parseSecret(s *corev1.Secret, offline bool) (*Cluster, error) {
 	} else if why := unsafeName(name); why != "" {
 		return nil, &FieldError{Field: keyName, Reason: why}
 	}
+	// config is optional, as in Argo CD's SecretToCluster, which reads it
+	// only when present: the in-cluster server needs none, and a remote
+	// server without one is reached without credentials.
 	rawConfig := s.Data[keyConfig]
-	if len(rawConfig) == 0 {
-		return nil, &FieldError{Field: keyConfig, Reason: "is required"}
-	}
 	var cc ClusterConfig
-	if err := json.Unmarshal(rawConfig, &cc); err != nil {
-		return nil, &FieldError{Field: keyConfig, Reason: "is not valid JSON for Argo CD's ClusterConfig", Err: err}
+	if len(rawConfig) > 0 {
+		if err := json.Unmarshal(rawConfig, &cc); err != nil {
+			return nil, &FieldError{Field: keyConfig, Reason: "is not valid JSON for Argo CD's ClusterConfig", Err: err}
+		}
 	}
-	cfg, err := restConfig(server, &cc, offline)
+	cfg, err := restConfig(server, &cc, inCluster)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{Name: name, Server: server, Config: cfg, Project: string(s.Data[keyProject]),
 		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer, Labels: s.Labels}
+	if len(rawConfig) == 0 && !c.InCluster {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("no config: the hub connects to %s anonymously (no credentials; TLS verified against the system roots), as Argo CD would", server))
+	}
 	for _, ns := range strings.Split(string(s.Data[keyNamespaces]), ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			c.Namespaces = append(c.Namespaces, ns)
@@ -219,7 +229,7 @@ func unsafeName(name string) string {
 // pod's service account (with username/password/token overriding it); then
 // the proxy and disableCompression apply. QPS, burst and timeouts are the
 // hub's own settings and are applied by the Provider.
-func restConfig(server string, cc *ClusterConfig, offline bool) (*rest.Config, error) {
+func restConfig(server string, cc *ClusterConfig, inCluster func() (*rest.Config, error)) (*rest.Config, error) {
 	tls := cc.TLSClientConfig
 	if len(tls.CAData) > 0 {
 		if err := checkPEM(tls.CAData, "CERTIFICATE"); err != nil {
@@ -243,14 +253,19 @@ func restConfig(server string, cc *ClusterConfig, offline bool) (*rest.Config, e
 	switch {
 	case server == InClusterServer:
 		ic := &rest.Config{Host: InClusterServer}
-		if !offline {
+		if inCluster != nil {
 			var err error
-			if ic, err = rest.InClusterConfig(); err != nil {
+			if ic, err = inCluster(); err != nil {
 				return nil, &FieldError{Field: keyServer, Reason: "is the in-cluster address, but certhub is not running in a cluster", Err: err}
 			}
+			ic = rest.CopyConfig(ic)
 		}
 		if cc.Username != "" || cc.Password != "" || cc.BearerToken != "" {
+			// The Secret's credentials replace the hub's (Argo CD overrides
+			// the ServiceAccount token the same way): no client certificate
+			// or plugin of the hub's own connection is kept beside them.
 			ic.Username, ic.Password, ic.BearerToken, ic.BearerTokenFile = cc.Username, cc.Password, cc.BearerToken, ""
+			ic.CertData, ic.KeyData, ic.CertFile, ic.KeyFile, ic.ExecProvider, ic.AuthProvider = nil, nil, "", "", nil, nil
 		}
 		cfg = ic
 	case cc.AWSAuthConfig != nil:

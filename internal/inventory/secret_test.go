@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 )
 
 var testCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not-parsed-here")})
@@ -54,7 +55,7 @@ func TestParseSecret(t *testing.T) {
 			wantName: "arn:aws:eks:eu-west-1:1:cluster/prod_1", wantHost: "https://a"},
 		{name: "missing server", secret: clusterSecret(map[string]string{"name": "a", "config": good}), wantField: "server"},
 		{name: "server not a URL", secret: clusterSecret(map[string]string{"name": "a", "server": "east:6443", "config": good}), wantField: "server"},
-		{name: "missing config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantField: "config"},
+		{name: "no config: anonymous, as in Argo CD", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantName: "a", wantHost: "https://a"},
 		{name: "malformed config", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"bearerToken":`}), wantField: "config"},
 		{name: "anonymous is allowed, as in Argo CD", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a", "config": `{"tlsClientConfig":{}}`}),
 			wantName: "a", wantHost: "https://a"},
@@ -207,4 +208,26 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 func isRaw(cfg runtime.Object, want string) bool {
 	u, ok := cfg.(*runtime.Unknown)
 	return ok && string(u.Raw) == want
+}
+
+// config is optional, as in Argo CD's SecretToCluster: the in-cluster
+// server needs none; a remote one without it is reached anonymously, with a
+// warning saying so.
+func TestConfigIsOptional(t *testing.T) {
+	c, err := ValidateSecret(clusterSecret(map[string]string{"name": "in-cluster", "server": InClusterServer}))
+	if err != nil || !c.InCluster || len(c.Warnings) != 0 {
+		t.Fatalf("config-less in-cluster: %+v, %v; want valid, no warning", c, err)
+	}
+	c, err = ValidateSecret(clusterSecret(map[string]string{"name": "remote", "server": "https://r.example.com"}))
+	if err != nil || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "anonymously") || c.Config.BearerToken != "" || c.Config.ExecProvider != nil {
+		t.Fatalf("config-less remote: %+v, %v; want valid, anonymous, one warning", c, err)
+	}
+	hub := &rest.Config{Host: "https://hub.example.com:6443", BearerToken: "hub"}
+	c, err = parseSecret(clusterSecret(map[string]string{"name": "in-cluster", "server": InClusterServer}), func() (*rest.Config, error) { return hub, nil })
+	if err != nil || c.Config.Host != hub.Host || c.Config.BearerToken != "hub" {
+		t.Fatalf("in-cluster resolved: %+v, %v; want the hub's own connection", c, err)
+	}
+	if c.Config == hub {
+		t.Errorf("the hub's config was shared, not copied")
+	}
 }

@@ -28,9 +28,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argoproj/argo-cd/v3/common"
 	"github.com/argoproj/argo-cd/v3/util/db"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
@@ -114,6 +116,7 @@ func cases() map[string]map[string]string {
 		"namespaces-spaces":  {"name": "ns2", "server": "https://ns2.example.com", "config": `{"bearerToken":"t"}`, "namespaces": " team-a , team-b", "clusterResources": "true"},
 		"project-shard":      {"name": "proj", "server": "https://proj.example.com", "config": `{"bearerToken":"t"}`, "project": "platform", "shard": "3"},
 		"http-server":        {"name": "plain", "server": "http://plain.example.com:8080", "config": `{"bearerToken":"t"}`},
+		"config-less":        {"name": "bare", "server": "https://bare.example.com"},
 		"everything-tls":     {"name": "all", "server": "https://all.example.com", "config": `{"bearerToken":"t","tlsClientConfig":{"insecure":false,"serverName":"all","caData":"` + b64(pemCA) + `","certData":"` + b64(pemCA) + `","keyData":"` + b64(pemKey) + `"},"proxyUrl":"http://p:1","disableCompression":true}`},
 	}
 }
@@ -333,5 +336,68 @@ func TestValidateTableAgreesWithArgoCD(t *testing.T) {
 				t.Errorf("certhub reads %s differently from Argo CD:\n  %s", key, strings.Join(d, "\n  "))
 			}
 		})
+	}
+}
+
+// certhubValidate runs `certhub cluster validate` on docs and returns its
+// output and exit error.
+func certhubValidate(t *testing.T, docs string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "certhub")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/certhub")
+	build.Dir = filepath.Join("..", "..")
+	build.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building certhub: %v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(file, []byte(docs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "cluster", "validate", file).CombinedOutput()
+	return string(out), err
+}
+
+// Secrets meant as registrations that Argo CD ignores — Argo CD lists
+// cluster Secrets by its own label selector (common.LabelKeySecretType =
+// common.LabelValueSecretTypeCluster), which none of these match — are
+// errors for certhub; Argo CD's other secret types, which its selector also
+// skips, are not registrations and stay silent.
+func TestNearMissesAreWhatArgoCDIgnores(t *testing.T) {
+	argoSelects := labels.SelectorFromSet(labels.Set{common.LabelKeySecretType: common.LabelValueSecretTypeCluster})
+	nearMisses := map[string]*corev1.Secret{}
+	mk := func(name string, lbls, anns map[string]string) *corev1.Secret {
+		s := secret(name, map[string]string{"name": name, "server": "https://" + name + ".example.com", "config": `{"bearerToken":"t"}`})
+		s.Labels, s.Annotations = lbls, anns
+		return s
+	}
+	nearMisses["misspelt-value"] = mk("misspelt-value", map[string]string{common.LabelKeySecretType: "clusters"}, nil)
+	nearMisses["capitalised-value"] = mk("capitalised-value", map[string]string{common.LabelKeySecretType: "Cluster"}, nil)
+	nearMisses["misspelt-key"] = mk("misspelt-key", map[string]string{"argocd.argoproj.io/secret_type": common.LabelValueSecretTypeCluster}, nil)
+	nearMisses["in-annotations"] = mk("in-annotations", nil, map[string]string{common.LabelKeySecretType: common.LabelValueSecretTypeCluster})
+	nearMisses["no-label"] = mk("no-label", nil, nil)
+	for name, s := range nearMisses {
+		t.Run(name, func(t *testing.T) {
+			if argoSelects.Matches(labels.Set(s.Labels)) {
+				t.Fatalf("Argo CD's selector matches %s: not a near miss", name)
+			}
+			raw, _ := yaml.Marshal(s)
+			out, err := certhubValidate(t, string(raw))
+			if err == nil || !strings.Contains(out, "error:") || !strings.Contains(out, "set the label argocd.argoproj.io/secret-type: cluster") {
+				t.Errorf("certhub validate: %v\n%s\nwant exit 1 and the fix", err, out)
+			}
+		})
+	}
+	var docs strings.Builder
+	for _, typ := range []string{common.LabelValueSecretTypeRepository, common.LabelValueSecretTypeRepoCreds, common.LabelValueSecretTypeRepositoryWrite,
+		common.LabelValueSecretTypeRepoCredsWrite, common.LabelValueSecretTypeSCMCreds} {
+		s := secret("other-"+typ, map[string]string{"url": "https://github.com/x/y", "name": "y"})
+		s.Labels = map[string]string{common.LabelKeySecretType: typ}
+		raw, _ := yaml.Marshal(s)
+		docs.WriteString("---\n")
+		docs.Write(raw)
+	}
+	if out, err := certhubValidate(t, docs.String()); err != nil || strings.Contains(out, "error") || strings.Contains(out, "warning") {
+		t.Errorf("Argo CD's other secret types were reported: %v\n%s", err, out)
 	}
 }

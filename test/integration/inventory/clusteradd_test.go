@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -156,4 +157,30 @@ func registerAndIssue(t *testing.T, s *corev1.Secret, ns string) {
 		t.Fatal(err)
 	}
 	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+}
+
+// The in-cluster registration as Argo CD's docs write it — name and server,
+// no config — is engaged: Argo CD's in-cluster server is the cluster the
+// hub reads its Secrets from (here the hub's API server), and a Certificate
+// there is issued.
+func TestConfigLessInClusterRegistrationIssues(t *testing.T) {
+	ctx := context.Background()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Bed.ArgoNamespace(), Name: "in-cluster",
+			Labels: map[string]string{inventory.SecretTypeLabel: inventory.SecretTypeCluster, optIn: "true"}},
+		StringData: map[string]string{"name": "in-cluster", "server": inventory.InClusterServer},
+	}
+	if err := env.Bed.Hub.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Bed.Hub.Client.Delete(context.Background(), s) })
+	hub := env.Bed.Hub.Client
+	const ns = "in-cluster-app"
+	fixture.EnsureNamespace(t, hub, ns)
+	crt := fixture.Certificate(ns, "web", issuerName)
+	if err := hub.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitReady(t, hub, client.ObjectKeyFromObject(crt))
+	waitSecretEvent(t, "in-cluster", inventory.ReasonClusterConnected, "in-cluster")
 }

@@ -265,7 +265,7 @@ func contains(ss []string, s string) bool {
 // usagesAllowed: every key usage bit and extended key usage is cert-manager's
 // default or one the policy lists.
 func usagesAllowed(a policy.Allowed, cert *x509.Certificate) error {
-	var ku x509.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	ku := x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	if cert.IsCA {
 		ku |= x509.KeyUsageCertSign
 	}

@@ -27,16 +27,16 @@ const defaultKeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipher
 
 // compileUsages turns the policy's usage names into the x509 bits and
 // extended usages they allow.
-func (c *compiled) compileUsages() {
-	c.ku = defaultKeyUsage
-	if c.isCA {
-		c.ku |= x509.KeyUsageCertSign
+func (p *compiled) compileUsages() {
+	p.ku = defaultKeyUsage
+	if p.isCA {
+		p.ku |= x509.KeyUsageCertSign
 	}
-	for u := range c.usages {
+	for u := range p.usages {
 		if k, ok := apiutil.KeyUsageType(u); ok {
-			c.ku |= k
+			p.ku |= k
 		} else if e, ok := apiutil.ExtKeyUsageType(u); ok {
-			c.eku = append(c.eku, e)
+			p.eku = append(p.eku, e)
 		}
 	}
 }

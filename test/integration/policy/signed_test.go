@@ -158,8 +158,8 @@ func subjectCNs(t *testing.T, cert *x509.Certificate) []string {
 	var out []string
 	for _, rdn := range rdns {
 		for _, atv := range rdn {
-			if atv.Type.Equal(pki.OIDConstants.CommonName) {
-				out = append(out, atv.Value.(string))
+			if s, ok := atv.Value.(string); ok && atv.Type.Equal(pki.OIDConstants.CommonName) {
+				out = append(out, s)
 			}
 		}
 	}

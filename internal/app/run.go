@@ -34,6 +34,7 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -62,8 +63,8 @@ func newScheme() (*runtime.Scheme, error) {
 }
 
 // newCoordinator builds the coordinator o.Coordinator names, and the
-// ownership check certsync runs before every write (nil: none).
-func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, certsync.Ownership, error) {
+// fence every writer asks before it writes downstream (nil: none, one replica).
+func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, fence.Fence, error) {
 	log := ctrl.Log.WithName("coordinator")
 	switch o.Coordinator {
 	case CoordinatorNone:
@@ -278,15 +279,11 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
 	// Each replica is connected only to its own clusters: it reports on
-	// those, and reads the others' reports.
-	var owns func(multicluster.ClusterName) bool
-	if sc, ok := coord.(*shard.Coordinator); ok {
-		owns = func(name multicluster.ClusterName) bool { _, ok := sc.Owns(name); return ok }
-	}
+	// those (its fence says which), and reads the others' reports.
 	rotator, err := rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
 		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: provider.Clusters, Scoped: provider.NamespaceScoped,
 		GetCluster: mgr.GetCluster, Hub: mgr.GetLocalManager().GetClient(), Recorder: mgr.GetLocalManager().GetEventRecorder("certhub"),
-		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Owns: owns, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
+		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: ownership, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
 	if err != nil {
 		return err
 	}
@@ -295,20 +292,15 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	}
 	var issuanceBudget certsync.Budget
 	if o.IssuanceRate > 0 {
-		bo := budget.Options{Rate: o.IssuanceRate}
-		if sc, ok := coord.(*shard.Coordinator); ok {
-			bo.Share = sc.Share
-		}
+		bo := budget.Options{Rate: o.IssuanceRate, Fence: ownership}
 		issuanceBudget = budget.New(bo)
 	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, RenewalAdvice: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Ownership: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, RenewalAdvice: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Fence: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
-	if wo, ok := ownership.(shard.Writer); ok {
-		shimOpts.Ownership = wo
-	}
+	shimOpts.Fence = ownership
 	if err := shim.SetupWithManager(mgr, shimOpts); err != nil {
 		return err
 	}
@@ -318,9 +310,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }, Rotation: rotator,
 			ClusterLabels:   provider.ClusterLabels,
 			SubscribeLabels: func(fn func(multicluster.ClusterName)) { labelSubscribers = append(labelSubscribers, fn) }}
-		if wo, ok := ownership.(shard.Writer); ok {
-			trustOpts.Ownership = wo
-		}
+		trustOpts.Fence = ownership
 		if err := trust.SetupWithManager(mgr, trustOpts); err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/certhub/certhub/internal/fence"
 )
 
 const (
@@ -25,8 +27,10 @@ type Options struct {
 	// may accumulate (at most a second's worth of the replica's rate, if more).
 	// Defaults to 1.
 	Burst float64
-	// Share returns this replica's fraction of Rate, in [0, 1]. Nil: 1.
-	Share func() float64
+	// Fence is this replica's fence: when it is a fence.Sharer, the replica
+	// takes its Share of Rate (in [0, 1]), so the replicas together keep
+	// the hub-wide rate. Nil, or not a Sharer: all of Rate.
+	Fence fence.Fence
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -58,8 +62,8 @@ func New(opts Options) *Budget {
 // rate is this replica's rate now.
 func (b *Budget) rate() float64 {
 	share := 1.0
-	if b.opts.Share != nil {
-		share = min(max(b.opts.Share(), 0), 1)
+	if s, ok := b.opts.Fence.(fence.Sharer); ok {
+		share = min(max(s.Share(), 0), 1)
 	}
 	return b.opts.Rate * share
 }

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"fmt"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"testing"
 	"time"
 
@@ -34,9 +35,9 @@ func TestAdmit(t *testing.T) {
 			{2 * time.Second, "late", t0.Add(10 * time.Hour), 0}}},
 		{"overdue is admitted at once and the others pay", Options{Rate: 1}, []ask{
 			{0, "a", hour, 0}, {0, "overdue", t0, 0}, {0, "b", hour, 2 * time.Second}}},
-		{"a half share halves the rate", Options{Rate: 4, Share: func() float64 { return 0.5 }}, []ask{
+		{"a half share halves the rate", Options{Rate: 4, Fence: shareOf(0.5)}, []ask{
 			{0, "a", hour, 0}, {0, "b", hour, 500 * time.Millisecond}}},
-		{"no share: waits the longest", Options{Rate: 4, Share: func() float64 { return 0 }}, []ask{
+		{"no share: waits the longest", Options{Rate: 4, Fence: shareOf(0)}, []ask{
 			{0, "a", hour, 0}, {0, "b", hour, MaxWait}}},
 		{"a wait never passes the due time", Options{Rate: 0.01}, []ask{
 			{0, "a", hour, 0}, {0, "b", t0.Add(3 * time.Second), 3 * time.Second}}},
@@ -102,3 +103,12 @@ func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
 		}
 	}
 }
+
+// shareOf is a fence owning every cluster and the given share of them.
+type shareOf float64
+
+func (shareOf) Owns(multicluster.ClusterName) (string, bool) { return "r", true }
+func (shareOf) BeginWrite(multicluster.ClusterName) (string, time.Time, func(), bool) {
+	return "r", time.Time{}, func() {}, true
+}
+func (s shareOf) Share() float64 { return float64(s) }

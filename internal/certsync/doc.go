@@ -4,7 +4,7 @@
 //
 // Flow of one reconcile (cluster, namespace/name):
 //
-//	Certificate ──▶ this replica owns the cluster? (Ownership; else skip)
+//	Certificate ──▶ this replica owns the cluster? (Fence; else skip)
 //	            ──▶ validate spec (the webhook downstream clusters lack)
 //	            ──▶ gather (Secret from the label-selected cache, live read on a miss)
 //	            ──▶ Secret ownership (never overwrite a Secret certhub did not write)
@@ -27,7 +27,7 @@
 //     ("<replica>/<fence transition>"), plus cert-manager's annotations,
 //     label, additional output formats and keystores, so cert-manager tooling
 //     and workloads read it as if cert-manager wrote it.
-//   - Ownership is checked before every downstream write, not only when the
+//   - The fence is asked before every downstream write, not only when the
 //     cluster is engaged.
 //   - Bad input (invalid spec, missing issuer, foreign Secret) ends as
 //     Ready=False with a reason from reasons.go and a Warning Event; nothing is

@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -83,12 +84,6 @@ type IssuerResolver interface {
 	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuance.Issuer, error)
 }
 
-// Ownership says whether this replica may write to a cluster now, and the
-// stamp to record as the writer. *shard.Coordinator implements it.
-type Ownership interface {
-	Owns(cluster multicluster.ClusterName) (stamp string, ok bool)
-}
-
 // Rotation says which clusters sign with a rotating CA's next key pair.
 // *rotation.Rotator implements it.
 type Rotation interface {
@@ -123,14 +118,15 @@ type Policy interface {
 type Options struct {
 	// Issuers resolves issuerRefs in the hub. Required.
 	Issuers IssuerResolver
-	// Identity names this hub replica in WriterAnnotation when Ownership is nil. Defaults to the hostname.
+	// Identity names this hub replica in WriterAnnotation when Fence is nil. Defaults to the hostname.
 	Identity string
 	// Policy is asked before every issuance (issuance policies in the hub).
 	// Nil allows everything.
 	Policy Policy
-	// Ownership is checked before every downstream write. Nil means this
-	// replica owns every engaged cluster (a single replica).
-	Ownership Ownership
+	// Fence is asked before every downstream write, which carries the
+	// instant ownership ends as its deadline. Nil means this replica writes
+	// everywhere (a single replica), stamped with Identity.
+	Fence fence.Fence
 	// IssuerRetryInterval defaults to DefaultIssuerRetryInterval.
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
@@ -362,42 +358,27 @@ type target struct {
 	violationMsg string            // why
 }
 
-// errNotOwner stops a write: another replica owns the cluster now.
-var errNotOwner = errors.New("this replica no longer owns the cluster")
-
-// writeOwnership is an Ownership that hands out one write at a time, with
-// the instant ownership ends, and is told when the write is done (so a
-// graceful release can wait for it). *shard.Coordinator implements it.
-type writeOwnership interface {
-	BeginWrite(cluster multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool)
-}
-
 // writeContext returns the writer stamp and a context for one downstream
-// write, and the func that ends it: with a writeOwnership, the write's
-// deadline is the instant ownership ends, so a replica that stalls (GC pause, SIGSTOP,
-// a slow network) cannot complete a write after another may have taken the
-// cluster over. errNotOwner when this replica may not write now.
-func (r *reconciler) writeContext(ctx context.Context, t *target) (string, context.Context, context.CancelFunc, error) {
-	if wo, ok := r.opts.Ownership.(writeOwnership); ok {
-		stamp, until, done, ok := wo.BeginWrite(t.name)
-		if !ok {
-			return "", ctx, func() {}, errNotOwner
-		}
-		wctx, cancel := context.WithDeadline(ctx, until)
-		return stamp, wctx, func() { cancel(); done() }, nil
+// write, and the func that ends it (fence.WriteContext): the write's
+// deadline is the instant ownership ends, so a replica that stalls (GC
+// pause, SIGSTOP, a slow network) cannot complete a write after another may
+// have taken the cluster over. fence.ErrNotOwner when this replica may not
+// write now.
+func (r *reconciler) writeContext(ctx context.Context, t *target) (string, context.Context, func(), error) {
+	if r.opts.Fence == nil {
+		return r.opts.Identity, ctx, func() {}, nil
 	}
-	stamp, err := r.stamp(t)
-	return stamp, ctx, func() {}, err
+	return fence.WriteContext(ctx, r.opts.Fence, t.name)
 }
 
 // stamp returns the writer stamp if this replica may write to t's cluster now.
 func (r *reconciler) stamp(t *target) (string, error) {
-	if r.opts.Ownership == nil {
+	if r.opts.Fence == nil {
 		return r.opts.Identity, nil
 	}
-	s, ok := r.opts.Ownership.Owns(t.name)
+	s, ok := r.opts.Fence.Owns(t.name)
 	if !ok {
-		return "", errNotOwner
+		return "", fence.ErrNotOwner
 	}
 	return s, nil
 }
@@ -904,7 +885,7 @@ func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secr
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
 	}
 	if err := r.applySecret(ctx, t, existing, d); err != nil {
-		if errors.Is(err, errNotOwner) {
+		if errors.Is(err, fence.ErrNotOwner) {
 			return reconcile.Result{}, nil // ownership moved while signing; the new owner issues
 		}
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))

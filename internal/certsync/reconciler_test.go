@@ -67,10 +67,13 @@ func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, 
 	return caIssuer{}, nil
 }
 
-// ownership is a settable Ownership.
+// ownership is a settable fence.
 type ownership struct{ owned bool }
 
 func (o *ownership) Owns(multicluster.ClusterName) (string, bool) { return "replica-0/3", o.owned }
+func (o *ownership) BeginWrite(multicluster.ClusterName) (string, time.Time, func(), bool) {
+	return "replica-0/3", time.Time{}, func() {}, o.owned
+}
 
 type reconcilerHarness struct {
 	t     *testing.T
@@ -97,7 +100,7 @@ func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client
 	}
 	h := &reconcilerHarness{t: t, c: b.Build(), rec: events.NewFakeRecorder(100), clk: clocktesting.NewFakeClock(time.Now()),
 		own: &ownership{owned: true}, issue: &fakeResolver{}}
-	opts := Options{Issuers: h.issue, Ownership: h.own, Registerer: prometheus.NewRegistry(), clock: h.clk}
+	opts := Options{Issuers: h.issue, Fence: h.own, Registerer: prometheus.NewRegistry(), clock: h.clk}
 	opts.defaults()
 	m, err := newSyncMetrics(opts.Registerer)
 	if err != nil {
@@ -526,7 +529,7 @@ func TestWritesCarryTheOwnershipDeadline(t *testing.T) {
 		},
 	}, testCertificate())
 	inFlight := 0
-	h.r.opts.Ownership = untilOwnership{until: until, inFlight: &inFlight}
+	h.r.opts.Fence = untilOwnership{until: until, inFlight: &inFlight}
 	h.reconcile("web")
 	if inFlight != 0 {
 		t.Errorf("%d writes never reported done", inFlight)

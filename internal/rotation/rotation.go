@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/trust"
 )
@@ -59,12 +60,12 @@ type Options struct {
 	Recorder recorder.EventRecorder
 	// Registerer receives certhub_ca_rotation_*. Defaults to none.
 	Registerer prometheus.Registerer
-	// Owns, when set, says which clusters this replica owns: it observes
+	// Fence, when set, says which clusters this replica owns: it observes
 	// only those (it is connected to no others) and publishes what it saw
 	// (report.go); every replica steps with the union of the fresh reports.
 	// Nil: this replica observes every cluster itself. Defaults to nil.
-	Owns func(multicluster.ClusterName) bool
-	// Identity names this replica's report. Required with Owns.
+	Fence fence.Fence
+	// Identity names this replica's report. Required with Fence.
 	Identity string
 }
 
@@ -102,8 +103,8 @@ func New(opts Options, log logr.Logger) (*Rotator, error) {
 	if opts.Namespace == "" || opts.Clusters == nil || opts.GetCluster == nil || opts.Hub == nil || opts.Recorder == nil {
 		return nil, errors.New("rotation: Namespace, Clusters, GetCluster, Hub and Recorder are required")
 	}
-	if opts.Owns != nil && opts.Identity == "" {
-		return nil, errors.New("rotation: Identity is required with Owns")
+	if opts.Fence != nil && opts.Identity == "" {
+		return nil, errors.New("rotation: Identity is required with Fence")
 	}
 	r := &Rotator{opts: opts, log: log, states: map[string]*State{}, reported: map[string]report{},
 		halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_halted", Help: "1 while the CA rotation of the issuer is halted (a wave missed its deadline)."}, []string{"issuer"}),
@@ -251,7 +252,7 @@ func (r *Rotator) step(ctx context.Context) {
 			r.log.Error(err, "CA rotation step failed", "issuer", iss.Name)
 		}
 	}
-	if r.opts.Owns != nil {
+	if r.opts.Fence != nil {
 		r.forget(ctx, active)
 	}
 	// Rotations no longer asked for: their state goes.
@@ -321,7 +322,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer) erro
 	}
 	// Progress over every wave, and of the waves rolled so far.
 	view := r.observe(ctx, iss.Name, nextCA)
-	if r.opts.Owns != nil {
+	if r.opts.Fence != nil {
 		r.publish(ctx, iss.Name, view)
 		view = r.merge(ctx, iss.Name, view)
 	}
@@ -434,15 +435,17 @@ func (r *Rotator) published(view map[multicluster.ClusterName]progress) bool {
 }
 
 // observe returns this replica's view of the rotation of issuer to next:
-// for every cluster it owns (all it is connected to, without Owns), whether
+// for every cluster it owns (all it is connected to, without a Fence), whether
 // its bundles hold next and how many of the issuer's Certificates moved.
 // Clusters it cannot read are left out.
 func (r *Rotator) observe(ctx context.Context, issuer string, next *x509.Certificate) map[multicluster.ClusterName]progress {
 	want := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: next.Raw})
 	out := map[multicluster.ClusterName]progress{}
 	for name := range r.opts.Clusters() {
-		if r.opts.Owns != nil && !r.opts.Owns(name) {
-			continue
+		if r.opts.Fence != nil {
+			if _, owned := r.opts.Fence.Owns(name); !owned {
+				continue
+			}
 		}
 		cl, err := r.opts.GetCluster(ctx, name)
 		if err != nil {

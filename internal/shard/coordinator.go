@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/internal/fence"
 )
 
 var (
@@ -986,27 +988,11 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 	c.metrics.unowned.Set(float64(unowned))
 }
 
-// Writer hands out downstream writes one at a time with the instant this
-// replica's ownership ends. *Coordinator implements it.
-type Writer interface {
-	BeginWrite(name multicluster.ClusterName) (stamp string, until time.Time, done func(), ok bool)
-}
-
-// WriteContext returns ctx bounded by w's ownership of cluster — so a write
-// cannot complete after another replica may have taken the cluster over —,
-// the func that ends the write, and false when this replica may not write
-// now. A nil w allows every write with ctx unchanged.
-func WriteContext(ctx context.Context, w Writer, cluster multicluster.ClusterName) (context.Context, func(), bool) {
-	if w == nil {
-		return ctx, func() {}, true
-	}
-	_, until, done, ok := w.BeginWrite(cluster)
-	if !ok {
-		return ctx, func() {}, false
-	}
-	wctx, cancel := context.WithDeadline(ctx, until)
-	return wctx, func() { cancel(); done() }, true
-}
+// The coordinator is the fence of a sharded hub.
+var (
+	_ fence.Fence  = (*Coordinator)(nil)
+	_ fence.Sharer = (*Coordinator)(nil)
+)
 
 // Share is the fraction of the known clusters whose fence this replica
 // holds (0 when it knows none): its share of a hub-wide budget. The shares

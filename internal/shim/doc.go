@@ -7,7 +7,7 @@
 //
 // Flow of one reconcile (cluster, namespace/name of an Ingress or Gateway):
 //
-//	object ──▶ this replica owns the cluster? (Ownership; else skip)
+//	object ──▶ this replica owns the cluster? (Fence; else skip)
 //	       ──▶ annotated (cert-manager.io/cluster-issuer, issuer, or an
 //	           auto annotation such as kubernetes.io/tls-acme on Ingresses)?
 //	             │ yes                               │ no
@@ -25,7 +25,7 @@
 //     controller owner reference), cert-manager's rule; Secrets are left as
 //     cert-manager leaves them.
 //   - Writes happen only while this replica owns the cluster, each within
-//     the owner's deadline (shard.Coordinator.BeginWrite).
+//     the owner's deadline (fence.WriteContext).
 //   - Reads come from the cluster's cache: Certificates are listed from the
 //     same unstructured informer certsync uses (no second copy), and an
 //     undecodable Certificate is skipped, not fatal.

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
-	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/fence"
 )
 
 // Reasons of the shims' own Events (cert-manager's SyncFn emits its own:
@@ -82,8 +82,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// cluster's garbage collector), as with cert-manager.
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	wctx, done, ok := shard.WriteContext(ctx, r.opts.Ownership, req.ClusterName)
-	if !ok {
+	_, wctx, done, err := fence.WriteContext(ctx, r.opts.Fence, req.ClusterName)
+	if err != nil {
 		log.V(1).Info("skipping: cluster not owned by this replica")
 		return reconcile.Result{}, nil // the owner syncs it; ownership changes requeue everything
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
-	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/fence"
 )
 
 const (
@@ -57,8 +57,9 @@ type Options struct {
 	DefaultIssuerName, DefaultIssuerKind, DefaultIssuerGroup string
 	// AutoCertificateAnnotations default to [DefaultAutoCertificateAnnotation].
 	AutoCertificateAnnotations []string
-	// Ownership gates every write. Nil: this replica writes everywhere.
-	Ownership shard.Writer
+	// Fence gates every write and bounds it by the owner's deadline. Nil:
+	// this replica writes everywhere.
+	Fence fence.Fence
 	// MaxConcurrentReconciles per shim. Defaults to 2.
 	MaxConcurrentReconciles int
 }

@@ -19,7 +19,7 @@
 //     ConfigMap of the same name that certhub did not create is left alone
 //     and reported (Event on the Namespace, log line naming the cluster).
 //   - Writes happen only while this replica owns the cluster, each within
-//     the owner's deadline (Options.Ownership).
+//     the owner's deadline (Options.Fence).
 //   - The downstream cache holds only labelled ConfigMaps (CacheOptions).
 //   - Clusters the hub reaches through a namespace-scoped registration are
 //     skipped (Options.Engage): listing Namespaces needs cluster-wide read.

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
-	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/fence"
 )
 
 const (
@@ -53,8 +53,9 @@ type Options struct {
 	ConfigMapName, Key string
 	// NamespaceSelector picks the downstream namespaces. Nil: every namespace.
 	NamespaceSelector labels.Selector
-	// Ownership gates every write. Nil: this replica writes everywhere.
-	Ownership shard.Writer
+	// Fence gates every write and bounds it by the owner's deadline. Nil:
+	// this replica writes everywhere.
+	Fence fence.Fence
 	// Rotation, when set, says which CA Secrets an issuer's bundle holds
 	// during a CA rotation (old and new, then the new only).
 	Rotation interface {
@@ -223,8 +224,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
 	}
-	wctx, done, ok := shard.WriteContext(ctx, r.opts.Ownership, req.ClusterName)
-	if !ok {
+	_, wctx, done, err := fence.WriteContext(ctx, r.opts.Fence, req.ClusterName)
+	if err != nil {
 		return reconcile.Result{}, nil // the owner keeps it
 	}
 	defer done()

@@ -1,6 +1,7 @@
 package certsync
 
 import (
+	"context"
 	"crypto"
 	"crypto/x509"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -192,4 +195,57 @@ func issuerKind(ref cmmeta.IssuerReference) string {
 		return cmapi.IssuerKind
 	}
 	return ref.Kind
+}
+
+// decision is whether to issue now, and why.
+type decision struct {
+	reissue         bool
+	reason, message string
+	state           *secretState
+}
+
+// decide runs the issuance triggers on what was gathered, on the live
+// Secret when the cache may be behind, then a CA rotation's override and
+// the CA's renewal advice (ARI). in.secret is replaced by the live Secret
+// when it was read.
+func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decision, bool, reconcile.Result, error) {
+	crt, now := t.crt, in.now
+	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: in.secret, now: now, jitter: r.opts.RenewalJitter})
+	if reissue && in.secret != nil {
+		// The cache may not have seen the last write to this Secret yet (ours
+		// a moment ago, or the previous owner's before a handoff): decide on
+		// the live object before signing, or one spec would be issued twice.
+		live, err := r.liveSecret(ctx, t.cl, client.ObjectKeyFromObject(in.secret))
+		if err != nil {
+			return decision{}, true, reconcile.Result{}, err
+		}
+		if live == nil || live.ResourceVersion != in.secret.ResourceVersion {
+			if live != nil && live.Labels[ManagedLabel] != ManagedValue && notAdoptable(live, crt) != "" {
+				return decision{}, true, reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
+			}
+			in.secret = live
+			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: live, now: now, jitter: r.opts.RenewalJitter})
+		}
+	}
+	if r.opts.Rotation != nil {
+		iss, ca, ok, err := r.opts.Rotation.Override(ctx, t.name, crt.Spec.IssuerRef)
+		if err != nil {
+			return decision{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, issuance.ReasonIssuerNotReady, err.Error())
+		}
+		if ok {
+			t.override = iss
+			if !reissue && st != nil && st.cert != nil && st.cert.CheckSignatureFrom(ca) != nil {
+				reissue, reason = true, ReasonCARotation
+				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster's wave signs with the new one", crt.Spec.IssuerRef.Name)
+			}
+		}
+	}
+	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil {
+		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
+		if t.advice.ok && !now.Before(t.advice.at) {
+			reissue, reason = true, ReasonRenewing
+			message = fmt.Sprintf("Renewing certificate as its CA's renewal window (ARI) says to renew at %s", t.advice.at.Format(time.RFC1123))
+		}
+	}
+	return decision{reissue: reissue, reason: reason, message: message, state: st}, false, reconcile.Result{}, nil
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"software.sslmate.com/src/go-pkcs12"
 
+	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -168,8 +169,23 @@ func TestKeyTypesAndEncodings(t *testing.T) {
 }
 
 func TestCAAndLiteralSubject(t *testing.T) {
-	crt := fixture.ParityCertificate("fields", issuerName, "sub-ca")
+	// A CA is issued only where a policy allows it, under --default-policy
+	// allow too: this one, in a namespace of its own.
+	zero := 0
+	p := fixture.PolicyObject(fixture.Policy("fields-sub-ca", policy.Spec{
+		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{"fields-ca"}}},
+		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "Team Sub CA"}, DNSNames: fixture.Values("*.example.com"), IsCA: true, MaxPathLen: &zero,
+			Subject: &policy.SubjectAllowed{OrganizationalUnits: fixture.Values("Platform"), Organizations: fixture.Values("Example Org"), Countries: fixture.Values("DE")}},
+	}))
+	if err := bed.Hub.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bed.Hub.Client.Delete(context.Background(), p) })
+	crt := fixture.ParityCertificate("fields-ca", issuerName, "sub-ca")
 	_, _, leaf := issue(t, crt)
+	if leaf.MaxPathLen != 0 || !leaf.MaxPathLenZero || len(leaf.PermittedDNSDomains) != 1 || leaf.PermittedDNSDomains[0] != ".example.com" {
+		t.Errorf("sub-CA path length %d (zero %v), permitted DNS %v: want the policy's", leaf.MaxPathLen, leaf.MaxPathLenZero, leaf.PermittedDNSDomains)
+	}
 	if !leaf.IsCA || !leaf.BasicConstraintsValid || leaf.KeyUsage&x509.KeyUsageCertSign == 0 {
 		t.Errorf("isCA not honoured: IsCA %v BasicConstraintsValid %v KeyUsage %v", leaf.IsCA, leaf.BasicConstraintsValid, leaf.KeyUsage)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -16,12 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -226,29 +223,6 @@ type Provider struct {
 	connect func(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error)
 }
 
-// engaged is a cluster name taken by one source: a valid registration,
-// connecting (cancel set, cl nil), connected (both set), or neither (the
-// gate does not want it here, or the last attempt failed).
-type engaged struct {
-	cl     cluster.Cluster
-	cancel context.CancelFunc
-	hash   string
-	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
-	labels map[string]string
-	scoped bool // a namespace-scoped registration
-}
-
-// DuplicateError says another source already registers (or is connecting) the cluster name.
-type DuplicateError struct {
-	Name multicluster.ClusterName
-	// ServedFrom is the source that holds the name: "<ns>/<secret>" or "file:<path>".
-	ServedFrom string
-}
-
-func (e *DuplicateError) Error() string {
-	return fmt.Sprintf("cluster name %q is already registered by %s", e.Name, e.ServedFrom)
-}
-
 type index struct {
 	obj     client.Object
 	field   string
@@ -432,21 +406,6 @@ func (p *Provider) NamespaceScoped(name multicluster.ClusterName) bool {
 	return ok && e.scoped
 }
 
-// setLabels records the labels of the Secret source that serves name, and
-// calls OnLabelsChanged when they changed.
-func (p *Provider) setLabels(source string, name multicluster.ClusterName, l map[string]string) {
-	p.mu.Lock()
-	e, ok := p.clusters[name]
-	changed := ok && e.source == source && !maps.Equal(e.labels, l)
-	if changed {
-		e.labels = maps.Clone(l)
-	}
-	p.mu.Unlock()
-	if changed && p.opts.OnLabelsChanged != nil {
-		p.opts.OnLabelsChanged(name)
-	}
-}
-
 // ClusterNames lists the clusters connected here.
 func (p *Provider) ClusterNames() []multicluster.ClusterName {
 	p.mu.Lock()
@@ -538,245 +497,4 @@ func (p *Provider) serves(l map[string]string) bool {
 		return false
 	}
 	return p.opts.Selector == nil || p.opts.Selector.Matches(labels.Set(l))
-}
-
-// engage is the one engage path of both sources (cluster Secrets and
-// kubeconfig files). It records the registration under the lock — so a
-// second source naming the same cluster gets a *DuplicateError at once
-// instead of racing the first —, registers it with the gate, and connects
-// it only if the gate wants it here (disconnecting it if the gate no longer
-// does). A source whose connection data changed is disconnected first.
-// changed is true when this call connected the cluster.
-//
-//	lock: name held by another source? ─▶ DuplicateError
-//	      new or changed data?  ─▶ record it, drop this source's previous cluster
-//	      wanted, not connected ─▶ reserve the connection (cancel set)
-//	      unwanted, connected   ─▶ take the connection away
-//	unlock ─▶ gate.Register ─▶ disconnect, or connect (probe, cache sync; up to ConnectTimeout)
-//	lock: still our reservation? ─▶ serve (cl set) ─▶ aware.Engage
-func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
-	name := multicluster.ClusterName(c.Name)
-	p.mu.Lock()
-	if other, ok := p.clusters[name]; ok && other.source != source {
-		p.mu.Unlock()
-		return false, &DuplicateError{Name: name, ServedFrom: other.source}
-	}
-	var stale *engaged
-	staleName := multicluster.ClusterName("")
-	e := p.clusters[name]
-	if prev, ok := p.bySource[source]; !ok || prev != name || e == nil || e.hash != c.Hash {
-		if ok {
-			stale, staleName = p.clusters[prev], prev
-			delete(p.clusters, prev)
-		}
-		e = &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0}
-		p.clusters[name] = e
-		p.bySource[source] = name
-	}
-	p.mu.Unlock()
-	if stale != nil {
-		p.disconnect(stale)
-		if staleName != name && p.opts.Gate != nil {
-			p.opts.Gate.Unregister(staleName)
-		}
-		p.log.Info("cluster connection data changed; re-engaging", "cluster", name)
-	}
-	if p.opts.Gate != nil {
-		p.opts.Gate.Register(name)
-	}
-
-	want := p.wanted(name)
-	p.mu.Lock()
-	if p.clusters[name] != e { // removed meanwhile
-		p.mu.Unlock()
-		return false, nil
-	}
-	if !want {
-		cancel := e.cancel
-		e.cl, e.cancel = nil, nil
-		p.mu.Unlock()
-		p.metrics.reachable.DeleteLabelValues(string(name)) // the owner reports it
-		if cancel != nil {
-			cancel()
-			p.log.Info("cluster disconnected: another replica owns it", "cluster", name)
-		}
-		return false, nil
-	}
-	if e.cancel != nil { // connected, or connecting on another path
-		p.mu.Unlock()
-		return false, nil
-	}
-	clusterCtx, cancel := context.WithCancel(p.ctx)
-	e.cancel = cancel // remove() during the connect stops it
-	p.mu.Unlock()
-	undo := func() {
-		cancel()
-		p.mu.Lock()
-		if e.cl == nil && p.clusters[name] == e {
-			e.cancel = nil
-		}
-		p.mu.Unlock()
-	}
-
-	cl, err := p.connect(clusterCtx, p.log.WithValues("cluster", name), c)
-	if err != nil {
-		undo()
-		return false, err
-	}
-	p.mu.Lock()
-	ours := p.clusters[name] == e && e.cancel != nil && clusterCtx.Err() == nil
-	if ours {
-		e.cl = cl
-	}
-	p.mu.Unlock()
-	if !ours { // removed or disconnected while connecting
-		cancel()
-		return false, nil
-	}
-	p.metrics.connected.Inc()
-	context.AfterFunc(clusterCtx, p.metrics.connected.Dec)
-	if err := p.aware.Engage(clusterCtx, name, cl); err != nil {
-		p.remove(source)
-		return false, fmt.Errorf("failed to engage cluster %q: %w", name, err)
-	}
-	return true, nil
-}
-
-// disconnect stops a cluster's connection and cache (dial closes its idle
-// connections when the cluster's context ends).
-func (p *Provider) disconnect(e *engaged) {
-	if e.cancel != nil {
-		e.cancel()
-	}
-}
-
-// dial connects to the cluster and starts its cache; the cache stops with
-// ctx. log becomes the cluster's own logger.
-func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (cluster.Cluster, error) {
-	if err := checkServer(c.Server, p.opts.AllowPlainHTTP, p.opts.AllowLinkLocal); err != nil {
-		return nil, err // kubeconfig files; Secrets were checked when parsed
-	}
-	if err := checkExec(c.Config, p.opts.ExecPlugins); err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.QPS, cfg.Burst = p.opts.QPS, p.opts.Burst
-	cfg.DisableCompression = !p.opts.Compression
-	if p.opts.ExecShim != "" {
-		shimExec(cfg, p.opts.ExecShim, p.opts.RequestTimeout)
-		restrictExec(cfg, []string{p.opts.ExecShim}) // the command was checked above; only the shim runs it
-	} else {
-		restrictExec(cfg, p.opts.ExecPlugins)
-	}
-	if !p.opts.AllowLinkLocal && cfg.Dial == nil {
-		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
-	}
-	withRequestTimeout(cfg, p.opts.RequestTimeout)
-	p.metrics.instrument(c.Name, cfg)
-	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, c) }); err != nil {
-		return nil, shimTimedOut(err, c, p.opts.RequestTimeout)
-	}
-	opts := append([]cluster.Option{func(o *cluster.Options) {
-		o.Scheme = p.opts.Scheme
-		o.Logger = log
-		o.MapperProvider = leanMapper
-		// Nothing the hub does downstream reads managedFields (Secrets are
-		// applied, status is updated); they are a good part of a cached object.
-		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
-	}}, p.opts.ClusterOptions...)
-	if len(c.Namespaces) > 0 {
-		// A namespace-scoped registration: watch (and so write) only there, so
-		// namespaced RBAC downstream is enough.
-		opts = append(opts, func(o *cluster.Options) {
-			o.Cache.DefaultNamespaces = map[string]cache.Config{}
-			for _, ns := range c.Namespaces {
-				o.Cache.DefaultNamespaces[ns] = cache.Config{}
-			}
-		})
-	}
-	base, err := cluster.New(cfg, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create cluster client: %w", err)
-	}
-	cl := &downstreamCluster{Cluster: base, events: newClusterEvents(ctx, base.GetClient(), p.opts.Scheme, log, p.opts.RequestTimeout)}
-	p.mu.Lock()
-	indexers := append([]index(nil), p.indexers...)
-	p.mu.Unlock()
-	for _, idx := range indexers {
-		if err := cl.GetFieldIndexer().IndexField(ctx, idx.obj, idx.field, idx.extract); err != nil {
-			return nil, fmt.Errorf("failed to index field %q: %w", idx.field, err)
-		}
-	}
-	go func() {
-		if err := cl.Start(ctx); err != nil {
-			log.Error(err, "cluster cache stopped")
-		}
-		// At once, not at the transport's idle timeout: a disconnected
-		// cluster keeps no connection open.
-		cl.GetHTTPClient().CloseIdleConnections()
-	}()
-	if p.opts.Informers != nil {
-		for _, obj := range p.opts.Informers(len(c.Namespaces) > 0) {
-			if _, err := cl.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
-				return nil, fmt.Errorf("failed to start the informer of %T: %w", obj, err)
-			}
-		}
-	}
-	syncCtx, syncCancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
-	defer syncCancel()
-	if !cl.GetCache().WaitForCacheSync(syncCtx) {
-		return nil, fmt.Errorf("timed out after %s waiting for the cache of cluster %q", p.opts.ConnectTimeout, c.Name)
-	}
-	return cl, nil
-}
-
-// probe makes one cheap request that needs what the hub needs — listing
-// Certificates (in the first registered namespace, if scoped) — so unreachable
-// servers, bad or anonymous credentials, missing RBAC and missing CRDs are
-// reported before anything is engaged.
-func (p *Provider) probe(ctx context.Context, cfg *rest.Config, c *Cluster) error {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = p.opts.ConnectTimeout
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("failed to build client: %w", err)
-	}
-	path := "/apis/cert-manager.io/v1/certificates"
-	if len(c.Namespaces) > 0 {
-		path = "/apis/cert-manager.io/v1/namespaces/" + c.Namespaces[0] + "/certificates"
-	}
-	err = dc.RESTClient().Get().AbsPath(path).Param("limit", "1").Do(ctx).Error()
-	host := redactServer(cfg.Host)
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("API server %s refused the credentials (401 Unauthorized): %w", host, remoteError(err))
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the credentials may not list Certificates at %s (403 Forbidden; see kustomize/downstream for the RBAC): %w", host, remoteError(err))
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("cert-manager's CRDs are not installed at %s: %w", host, remoteError(err))
-	default:
-		return fmt.Errorf("failed to reach API server %s: %w", host, remoteError(err))
-	}
-}
-
-// remove disengages the cluster served from source, if any, and reports its name.
-func (p *Provider) remove(source string) (multicluster.ClusterName, bool) {
-	p.mu.Lock()
-	name, ok := p.bySource[source]
-	var e *engaged
-	if ok {
-		e = p.clusters[name]
-		delete(p.bySource, source)
-		delete(p.clusters, name)
-	}
-	p.mu.Unlock()
-	if e != nil {
-		p.disconnect(e)
-	}
-	if ok && p.opts.Gate != nil {
-		p.opts.Gate.Unregister(name)
-	}
-	return name, ok
 }

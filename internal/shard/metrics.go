@@ -55,3 +55,52 @@ func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
 	}
 	return m, nil
 }
+
+func (c *Coordinator) updateMetrics(keys map[string]int) {
+	now := c.opts.clock.Now()
+	threshold := c.opts.LeaseDuration + c.opts.RetryPeriod
+	var owned, unowned int
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.reported {
+		if c.clusters[name] == nil && !c.registered[name] {
+			c.metrics.clusterOwned.DeleteLabelValues(string(name))
+			delete(c.reported, name)
+		}
+	}
+	for _, cs := range c.clusters {
+		if cs.engCancel != nil {
+			owned++
+		}
+	}
+	for _, name := range c.knownLocked() {
+		c.reported[name] = true
+		v := 0.0
+		if c.heldLocked(name) {
+			v = 1
+		}
+		c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
+	}
+	for k := range keys {
+		f := c.fences[k]
+		if (f != nil && f.held) || c.obs.live(leaseName(c.opts.FencePrefix, k), now) {
+			delete(c.unownedFrom, k)
+			continue
+		}
+		since, ok := c.unownedFrom[k]
+		if !ok {
+			c.unownedFrom[k] = now
+			continue
+		}
+		if now.Sub(since) > threshold {
+			unowned++
+		}
+	}
+	for k := range c.unownedFrom {
+		if keys[k] == 0 {
+			delete(c.unownedFrom, k)
+		}
+	}
+	c.metrics.owned.Set(float64(owned))
+	c.metrics.unowned.Set(float64(unowned))
+}

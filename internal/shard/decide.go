@@ -1,0 +1,265 @@
+package shard
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+)
+
+// plan is an assignment and the standby set it implies, with the inputs it
+// was computed from.
+type plan struct {
+	inputs  string
+	assign  map[string]string // fence key → peer ID
+	standby map[multicluster.ClusterName]bool
+}
+
+func (c *Coordinator) kick() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// step is one pass of the decision loop:
+//
+//	membership + registered clusters ─▶ AssignBounded(fence keys, peers)
+//	for each fence key: want = assigned to self
+//	   want & !held ─▶ acquire (create, or take over a released/expired Lease)
+//	   want &  held ─▶ renew every RenewInterval; past RenewDeadline ─▶ lost
+//	  !want &  held ─▶ stop engagements, then release (holder = "")
+//	─▶ engage connected clusters whose fence is held; cancel the others
+//	─▶ wanted connections = assigned to self ∪ standbys ─▶ tell the provider
+func (c *Coordinator) step(ctx context.Context) {
+	now := c.opts.clock.Now()
+	if now.Sub(c.peerRenewed) >= c.opts.RenewInterval {
+		if err := c.renewPeer(ctx); err != nil {
+			c.log.Error(err, "failed to renew peer Lease")
+		}
+	}
+	now = c.opts.clock.Now()
+	selfAlive := now.Sub(c.peerRenewed) < c.opts.RenewDeadline
+	peers := c.membership(now, selfAlive)
+	c.metrics.peers.Set(float64(len(peers)))
+
+	c.mu.Lock()
+	names := c.knownLocked()
+	keys := map[string]int{} // fence key → clusters it guards
+	for _, name := range names {
+		keys[FenceKey(string(name), c.opts.Buckets)]++
+	}
+	known := c.known
+	var work []*fenceState
+	for k := range keys {
+		if c.fences[k] == nil {
+			c.fences[k] = &fenceState{key: k, name: leaseName(c.opts.FencePrefix, k)}
+		}
+	}
+	for k, f := range c.fences {
+		if keys[k] == 0 && !f.held {
+			delete(c.fences, k)
+			continue
+		}
+		work = append(work, f)
+	}
+	c.mu.Unlock()
+
+	pl := c.planFor(peers, keys, names, known)
+	// Each fence is written by one goroutine at a time, at most
+	// fenceWriters at once: at 1,000 fences a serial loop spends seconds on
+	// round trips, and a burst of renewals would outlast RenewDeadline.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, fenceWriters)
+	run := func(op func()) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			op()
+		})
+	}
+	for _, f := range work {
+		want := keys[f.key] > 0 && pl.assign[f.key] == c.opts.Identity
+		switch {
+		case want && !c.isHeld(f):
+			run(func() { c.acquire(ctx, f) })
+		case want:
+			if c.opts.clock.Since(c.lastRenew(f)) >= c.opts.RenewInterval {
+				run(func() { c.renew(ctx, f) })
+			}
+		case c.isHeld(f):
+			run(func() { c.release(ctx, f, "not assigned to this replica") })
+		}
+	}
+	wg.Wait()
+	c.syncEngagements()
+	if selfAlive {
+		// A replica that cannot renew its own peer Lease keeps its
+		// connections as they are: it owns nothing meanwhile, and dropping
+		// every cache during a hub outage would only slow the recovery.
+		c.syncWanted(pl, names)
+	}
+	c.updateMetrics(keys)
+}
+
+// planFor returns the assignment of the fence keys (with their cluster
+// counts) to peers and this replica's standby clusters, reusing the last
+// plan while its inputs — peers, weights, known clusters — are unchanged.
+func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicluster.ClusterName, known uint64) plan {
+	ids := make([]string, 0, len(peers))
+	for _, p := range peers {
+		ids = append(ids, p.ID+"="+strconv.FormatFloat(p.Weight, 'g', -1, 64))
+	}
+	slices.Sort(ids)
+	inputs := strconv.FormatUint(known, 10) + "|" + strings.Join(ids, ",")
+	if c.plan.assign != nil && c.plan.inputs == inputs {
+		return c.plan
+	}
+	units := make([]Unit, 0, len(keys))
+	for k, n := range keys {
+		units = append(units, Unit{Key: k, Load: n})
+	}
+	pl := plan{inputs: inputs, assign: AssignBounded(units, peers, c.opts.Balance), standby: map[multicluster.ClusterName]bool{}}
+	if c.opts.Standby > 0 && len(peers) > 1 {
+		// The fence keys this replica takes over if their owner dies: those
+		// the assignment without that owner gives to us.
+		next := map[string]bool{}
+		for _, q := range peers {
+			if q.ID == c.opts.Identity {
+				continue
+			}
+			rest := slices.DeleteFunc(slices.Clone(peers), func(p Peer) bool { return p.ID == q.ID })
+			alt := AssignBounded(units, rest, c.opts.Balance)
+			for k, owner := range pl.assign {
+				if owner == q.ID && alt[k] == c.opts.Identity {
+					next[k] = true
+				}
+			}
+		}
+		self := Peer{ID: c.opts.Identity, Weight: c.opts.Weight}
+		var candidates []multicluster.ClusterName
+		for _, name := range names {
+			if next[FenceKey(string(name), c.opts.Buckets)] {
+				candidates = append(candidates, name)
+			}
+		}
+		// The closest first: the highest rendezvous score for this replica.
+		slices.SortFunc(candidates, func(a, b multicluster.ClusterName) int {
+			if c := cmp.Compare(score(string(b), self), score(string(a), self)); c != 0 {
+				return c
+			}
+			return strings.Compare(string(a), string(b))
+		})
+		for _, name := range candidates[:min(len(candidates), c.opts.Standby)] {
+			pl.standby[name] = true
+		}
+	}
+	c.plan = pl
+	return pl
+}
+
+// syncWanted records which clusters this replica should be connected to —
+// those whose fence it is assigned or still holds, and its standbys — and
+// tells the OnWantedChanged subscribers about every change.
+//
+// A takeover comes first: while a fence assigned to this replica waits to be
+// acquired (its former holder's Lease has yet to expire), clusters that
+// become standbys only now are not connected yet — after a replica dies
+// every survivor gains standbys (those it would take from the other
+// survivors), and connecting hundreds of them would compete for CPU and the
+// hub with the takeover they exist to speed up. Standbys already connected
+// stay; the hold ends when every assigned fence is held, or after
+// LeaseDuration + RenewDeadline at most.
+func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
+	next := make(map[multicluster.ClusterName]role, len(names))
+	standby, waiting := 0, 0
+	now := c.opts.clock.Now()
+	c.mu.Lock()
+	acquiring := false
+	for _, name := range names {
+		if pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity && !c.heldLocked(name) {
+			acquiring = true
+			break
+		}
+	}
+	switch {
+	case !acquiring:
+		c.takingOver = time.Time{}
+	case c.takingOver.IsZero():
+		c.takingOver = now
+	}
+	hold := acquiring && now.Sub(c.takingOver) < c.opts.LeaseDuration+c.opts.RenewDeadline
+	for _, name := range names {
+		switch {
+		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
+			next[name] = roleOwner
+		case pl.standby[name] && hold && c.wanted[name] == roleNone:
+			waiting++
+		case pl.standby[name]:
+			next[name] = roleStandby
+			standby++
+		}
+	}
+	if waiting > 0 {
+		c.log.V(1).Info("new standbys wait for the takeover", "waiting", waiting)
+	}
+	var changed []multicluster.ClusterName
+	for name, r := range next {
+		if c.wanted[name] == roleNone {
+			changed = append(changed, name)
+		} else if c.wanted[name] != r {
+			c.log.V(1).Info("cluster role changed", "cluster", name, "standby", r == roleStandby)
+		}
+	}
+	for name := range c.wanted {
+		if next[name] == roleNone {
+			changed = append(changed, name)
+		}
+	}
+	c.wanted = next
+	fns := slices.Clone(c.onWanted)
+	c.mu.Unlock()
+	c.metrics.standby.Set(float64(standby))
+	for _, name := range changed {
+		for _, fn := range fns {
+			fn(name)
+		}
+	}
+}
+
+// membership is the peer snapshot decisions use. Our own entry comes from
+// our renew record, not the informer, which may lag behind our writes; a
+// replica that cannot renew its own peer Lease decides to own nothing.
+func (c *Coordinator) membership(now time.Time, selfAlive bool) []Peer {
+	if !selfAlive {
+		return nil
+	}
+	peers := []Peer{{ID: c.opts.Identity, Weight: c.opts.Weight}}
+	for _, p := range c.obs.peers(now) {
+		if p.ID != c.opts.Identity {
+			peers = append(peers, p)
+		}
+	}
+	return peers
+}
+
+// knownLocked lists the clusters this replica knows: the registered ones
+// and those the provider connected (Engage alone also makes a cluster
+// known). c.mu is held.
+func (c *Coordinator) knownLocked() []multicluster.ClusterName {
+	names := make([]multicluster.ClusterName, 0, len(c.registered)+len(c.clusters))
+	for name := range c.registered {
+		names = append(names, name)
+	}
+	for name := range c.clusters {
+		if !c.registered[name] {
+			names = append(names, name)
+		}
+	}
+	return names
+}

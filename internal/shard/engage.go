@@ -1,0 +1,106 @@
+package shard
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+)
+
+// Engage records a cluster the provider made available. It never blocks and
+// never engages directly: the decision loop engages owned clusters.
+func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := &clusterState{cl: cl, ctx: ctx}
+	c.mu.Lock()
+	if old, ok := c.clusters[name]; ok && old.engCancel != nil {
+		old.engCancel() // new connection data: re-engaged below with the new cluster
+	}
+	c.clusters[name] = st
+	c.known++
+	c.mu.Unlock()
+	context.AfterFunc(ctx, func() { // no goroutine per cluster while it is engaged
+		c.mu.Lock()
+		if cur := c.clusters[name]; cur == st {
+			if cur.engCancel != nil {
+				cur.engCancel()
+			}
+			delete(c.clusters, name)
+			c.known++
+		}
+		c.mu.Unlock()
+		c.kick()
+	})
+	c.kick()
+	return nil
+}
+
+// reengage restarts the engagements of f's clusters: syncEngagements engages
+// them again at once (the fence is held), and the controllers' sources
+// replay every cached object.
+func (c *Coordinator) reengage(f *fenceState) {
+	c.mu.Lock()
+	n := 0
+	for name, cs := range c.clusters {
+		if cs.engCancel != nil && FenceKey(string(name), c.opts.Buckets) == f.key {
+			cs.engCancel()
+			cs.engCancel = nil
+			n++
+		}
+	}
+	c.mu.Unlock()
+	c.metrics.fenceFailures.WithLabelValues("late").Inc()
+	c.log.Info("fence renewed after its renew deadline; engaging its clusters anew", "fence", f.name, "clusters", n)
+	c.syncEngagements()
+}
+
+// syncEngagements engages clusters whose fence is held and cancels the rest.
+func (c *Coordinator) syncEngagements() {
+	type start struct {
+		name multicluster.ClusterName
+		cl   cluster.Cluster
+		ctx  context.Context
+	}
+	var starts []start
+	c.mu.Lock()
+	awares := append([]multicluster.Aware(nil), c.awares...)
+	for name, cs := range c.clusters {
+		f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+		held := f != nil && f.held
+		switch {
+		case held && cs.engCancel == nil && cs.ctx.Err() == nil:
+			ctx, cancel := context.WithCancel(cs.ctx)
+			cs.engCancel = cancel
+			starts = append(starts, start{name: name, cl: cs.cl, ctx: ctx})
+		case !held && cs.engCancel != nil:
+			cs.engCancel()
+			cs.engCancel = nil
+			c.log.Info("cluster disengaged", "cluster", name)
+		}
+	}
+	c.mu.Unlock()
+	// Engaging starts informers in the downstream cluster and can take a
+	// while; it must not hold up renewals, so each cluster engages on its own.
+	for _, s := range starts {
+		go c.engage(s.ctx, awares, s.name, s.cl)
+	}
+}
+
+func (c *Coordinator) engage(ctx context.Context, awares []multicluster.Aware, name multicluster.ClusterName, cl cluster.Cluster) {
+	for _, a := range awares {
+		if err := a.Engage(ctx, name, cl); err != nil {
+			c.log.Error(err, "failed to engage cluster; retrying", "cluster", name)
+			c.mu.Lock()
+			if cs := c.clusters[name]; cs != nil && cs.engCancel != nil && cs.cl == cl {
+				cs.engCancel()
+				cs.engCancel = nil
+			}
+			c.mu.Unlock()
+			c.kick()
+			return
+		}
+	}
+	c.log.Info("cluster engaged", "cluster", name)
+}

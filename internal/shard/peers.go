@@ -1,0 +1,60 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func (c *Coordinator) renewPeer(ctx context.Context) error {
+	now := c.opts.clock.Now()
+	mt := metav1.NewMicroTime(now)
+	l := c.peerLease
+	create := false
+	if l == nil {
+		cur, err := c.leases.Get(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(c.opts.PeerPrefix, c.opts.Identity), Namespace: c.opts.Namespace}}
+			create = true
+		case err != nil:
+			return fmt.Errorf("failed to get peer Lease: %w", err)
+		default:
+			l = cur
+		}
+	}
+	l = l.DeepCopy()
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[LeaseKindLabel] = leaseKindPeer
+	l.Annotations[WeightAnnotation] = strconv.FormatFloat(c.opts.Weight, 'g', -1, 64)
+	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
+	l.Spec.RenewTime = &mt
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if create {
+		got, err = c.leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		got, err = c.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		c.peerLease = nil // re-read on the next attempt
+		return fmt.Errorf("failed to write peer Lease: %w", err)
+	}
+	c.peerLease, c.peerRenewed = got, now
+	c.obs.record(got, now)
+	return nil
+}

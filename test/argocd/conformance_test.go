@@ -187,7 +187,8 @@ func printable(v any) any {
 	return v
 }
 
-func certhubConnections(t *testing.T, file string) map[string]connection {
+// buildCerthub builds the certhub binary of this checkout.
+func buildCerthub(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "certhub")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/certhub")
@@ -196,7 +197,12 @@ func certhubConnections(t *testing.T, file string) map[string]connection {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building certhub: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "cluster", "validate", "--show-connection", file).Output()
+	return bin
+}
+
+func certhubConnections(t *testing.T, file string) map[string]connection {
+	t.Helper()
+	out, err := exec.Command(buildCerthub(t), "cluster", "validate", "--show-connection", file).Output()
 	if err != nil {
 		t.Fatalf("certhub cluster validate: %v\n%s", err, out)
 	}
@@ -343,13 +349,7 @@ func TestValidateTableAgreesWithArgoCD(t *testing.T) {
 // output and exit error.
 func certhubValidate(t *testing.T, docs string) (string, error) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "certhub")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/certhub")
-	build.Dir = filepath.Join("..", "..")
-	build.Env = append(os.Environ(), "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building certhub: %v\n%s", err, out)
-	}
+	bin := buildCerthub(t)
 	file := filepath.Join(t.TempDir(), "secrets.yaml")
 	if err := os.WriteFile(file, []byte(docs), 0o600); err != nil {
 		t.Fatal(err)

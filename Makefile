@@ -8,7 +8,7 @@
 #                     shard and chaos: 3 replica processes; chaos breaks replicas
 #                     and API servers while it issues, then checks invariants.
 #   chaos             the long chaos run (10 min), outside `make test`.
-#   test-e2e          test/e2e: the built binary's `certhub demo`, whole and
+#   test-e2e          test/e2e: the built `certhub-demo` (running `certhub`), whole and
 #                     interrupted midway (nothing left running).
 #   test-argocd       test/argocd, its own Go module pinning argo-cd/v3: Argo CD's
 #                     SecretToCluster/RawRestConfig vs `certhub cluster validate`.
@@ -43,8 +43,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/certhub (version from VERSION)
+build: ## Build bin/certhub (version from VERSION) and bin/certhub-demo (the demo, apart so certhub links no test machinery)
 	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/certhub ./cmd/certhub
+	$(GO) build -o $(BIN)/certhub-demo ./cmd/certhub-demo
 
 .PHONY: build-static
 build-static: ## Build a static, stripped bin/certhub-static (what the image ships)
@@ -60,11 +61,11 @@ acme-bed: ## Build Pebble from the Go module proxy and extract BIND 9 from Debia
 
 .PHONY: demo
 demo: build envtest ## Run the hub on local control planes: 2 clusters from Argo CD Secrets, Certificates issued, a table
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub-demo
 
 .PHONY: demo-acme
 demo-acme: build envtest acme-bed ## The demo with an ACME ClusterIssuer too: Pebble + BIND on loopback, one account for both clusters, DNS-01 solved from the hub
-	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub demo --acme
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(BIN)/certhub-demo --acme
 
 .PHONY: test
 test: test-unit test-argocd test-integration test-e2e ## Unit, Argo CD conformance, integration and end-to-end tests
@@ -109,7 +110,7 @@ test-argocd: ## Argo CD conformance: certhub reads cluster Secrets as argo-cd/v3
 	cd test/argocd && GOWORK=off $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: envtest acme-bed ## test/e2e: the built binary's `certhub demo` (and `demo --acme`), whole and interrupted midway
+test-e2e: envtest acme-bed ## test/e2e: the built `certhub-demo` (and `--acme`), running the built `certhub`, whole and interrupted midway
 	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/e2e/
 
 BENCH_FLAGS ?=
@@ -145,8 +146,9 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (.golangci.yml) on both m
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	cd test/argocd && GOWORK=off $(GOLANGCI_LINT) run --config ../../.golangci.yml ./...
-	@if $(GO) list -deps ./cmd/certhub | grep -x -e testing -e 'github.com/certhub/certhub/test/.*'; then \
-	  echo "the certhub binary links the packages above (testing or test fixtures)"; exit 1; fi
+	@if $(GO) list -deps ./cmd/certhub | grep -x -e testing -e net/http/httptest -e sigs.k8s.io/controller-runtime/pkg/envtest \
+	  -e 'github.com/certhub/certhub/test/.*' -e 'github.com/certhub/certhub/internal/testbed.*' -e github.com/certhub/certhub/internal/demo; then \
+	  echo "the certhub binary links the packages above (test machinery: testing, httptest, envtest, the test bed, the demo)"; exit 1; fi
 
 .PHONY: crds
 crds: ## Copy the cert-manager CRDs from the module cache into the test bed

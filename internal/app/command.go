@@ -21,7 +21,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRunCommand(), newDemoCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newVersionCommand(), newExecShimCommand())
+	root.AddCommand(newRunCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newVersionCommand(), newExecShimCommand())
 	return root
 }
 

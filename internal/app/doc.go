@@ -7,10 +7,10 @@
 //	   → certsync (Certificate → TLS Secret + status)
 //	   → issuance (ClusterIssuers in the hub)
 //
-// Subcommands: `run` (the controller), `demo` (the same controller on local
-// control planes started in-process), `status` (the hub's view of every
+// Subcommands: `run` (the controller), `status` (the hub's view of every
 // registered cluster and its Certificates), `cluster add` (grant the hub
 // access to a cluster and write its registration: a Secret or an
 // ExternalSecret) and `cluster validate` (check registrations offline, for
-// CI), and `version`.
+// CI), `policy check`, and `version`. The demo is its own command
+// (cmd/certhub-demo, internal/demo), so this package links no test machinery.
 package app

@@ -1,6 +1,6 @@
 // Package testbed starts real control planes — one hub and N downstream
 // kube-apiserver + etcd pairs — in the calling process, for tests, benchmarks
-// and `certhub demo`.
+// and `certhub-demo`.
 //
 // Each control plane gets the real cert-manager CRDs (embedded from the
 // cert-manager Go module by hack/sync-crds.sh). Register gives a downstream

@@ -1,5 +1,5 @@
-// Package e2e runs the built certhub binary's end-to-end flows: `certhub
-// demo` from start to its table (a hub, two downstream clusters, replicas as
+// Package e2e runs the built binaries' end-to-end flows: `certhub-demo`
+// (running `certhub run` replicas) from start to its table (a hub, two downstream clusters, replicas as
 // processes, Certificates issued, a failover), and the same demo interrupted
 // midway leaving nothing running. The demo starts its own control planes
 // (KUBEBUILDER_ASSETS or the envtest cache), so there is no shared bed.
@@ -30,17 +30,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "certhub")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/certhub/certhub/cmd/certhub").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: building certhub: %v\n%s", err, out)
-		os.Exit(1)
+	// certhub-demo runs the certhub binary beside it as the hub's replicas,
+	// as `make demo` builds them into bin/.
+	binary = filepath.Join(dir, "certhub-demo")
+	for _, b := range []struct{ out, pkg string }{{filepath.Join(dir, "certhub"), "./cmd/certhub"}, {binary, "./cmd/certhub-demo"}} {
+		build := exec.Command("go", "build", "-o", b.out, "github.com/certhub/certhub/"+strings.TrimPrefix(b.pkg, "./"))
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: building %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// `certhub demo` (what `make demo` runs) issues every example Certificate in
+// `certhub-demo` (what `make demo` runs) issues every example Certificate in
 // both clusters, survives the failover it stages, prints the table and the
 // status, and exits 0. With --acme (`make demo-acme`) it also issues one
 // Certificate per cluster from an ACME ClusterIssuer on Pebble + BIND.
@@ -51,9 +56,9 @@ func TestDemo(t *testing.T) {
 		want []string
 		acme int // Ready rows of ClusterIssuer/demo-acme, at least
 	}{
-		{name: "demo", args: []string{"demo"},
+		{name: "demo", args: nil,
 			want: []string{"CLUSTER", "cluster-1", "cluster-2", "ClusterIssuer/demo-ca", "is now served by", "certhub status", "IssuancePolicy"}},
-		{name: "demo --acme", args: []string{"demo", "--acme"},
+		{name: "demo --acme", args: []string{"--acme"},
 			want: []string{"ClusterIssuer/demo-acme", "one ACME account, registered once", "is now served by"}, acme: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +66,7 @@ func TestDemo(t *testing.T) {
 			defer cancel()
 			out, err := exec.CommandContext(ctx, binary, tc.args...).CombinedOutput()
 			if err != nil {
-				t.Fatalf("certhub %s: %v\n%s", strings.Join(tc.args, " "), err, out)
+				t.Fatalf("certhub-demo %s: %v\n%s", strings.Join(tc.args, " "), err, out)
 			}
 			text := string(out)
 			for _, want := range tc.want {
@@ -156,10 +161,10 @@ func alive(pid int) bool {
 	return len(fields) > 0 && fields[0] != "Z"
 }
 
-// `certhub demo` interrupted with SIGINT midway stops its control planes and
+// `certhub-demo` interrupted with SIGINT midway stops its control planes and
 // replicas and exits.
 func TestDemoInterruptedLeavesNothingRunning(t *testing.T) {
-	cmd := exec.Command(binary, "demo")
+	cmd := exec.Command(binary)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,11 @@
-package app
+// Package demo is `certhub-demo`: certhub end to end on this machine — a
+// hub and downstream control planes (real kube-apiserver + etcd from the
+// envtest cache), Argo CD registrations, an IssuancePolicy, `certhub run`
+// replicas as processes of the certhub binary, Certificates issued, a
+// failover staged and `certhub status` — with nothing left running on exit.
+// It lives apart from internal/app so the certhub binary the image ships
+// links no test machinery (make lint checks).
+package demo
 
 import (
 	"context"
@@ -33,8 +40,9 @@ import (
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 )
 
-// demoOptions configure `certhub demo`.
+// demoOptions configure `certhub-demo`.
 type demoOptions struct {
+	certhub     string // the certhub binary the replicas and `certhub status` run
 	downstreams int
 	replicas    int
 	timeout     time.Duration
@@ -42,11 +50,15 @@ type demoOptions struct {
 	acme        bool
 }
 
-func newDemoCommand() *cobra.Command {
+// NewCommand is `certhub-demo`: the demo as its own command, so the certhub
+// binary the image ships links no test machinery (control planes, Pebble,
+// BIND). It runs the certhub binary (--certhub) as the hub's replicas.
+func NewCommand() *cobra.Command {
 	d := demoOptions{downstreams: 2, replicas: 2, timeout: 3 * time.Minute}
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the hub on local control planes and issue example Certificates",
+		Use:          "certhub-demo",
+		SilenceUsage: true,
+		Short:        "Run the hub on local control planes and issue example Certificates",
 		Long: `Run certhub end to end on this machine, with no cluster and no Docker:
 
   1. start a hub and --clusters downstream control planes (real kube-apiserver
@@ -82,9 +94,14 @@ the binaries and runs this.`,
 				level = uzap.InfoLevel
 			}
 			ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+			var err error
+			if d.certhub, err = certhubBinary(d.certhub); err != nil {
+				return err
+			}
 			return runDemo(ctrl.SetupSignalHandler(), cmd.OutOrStdout(), d)
 		},
 	}
+	cmd.Flags().StringVar(&d.certhub, "certhub", "", "The certhub binary to run as the hub's replicas. Default: certhub beside this command, else on $PATH")
 	cmd.Flags().IntVar(&d.downstreams, "clusters", d.downstreams, "Number of downstream clusters")
 	cmd.Flags().IntVar(&d.replicas, "replicas", d.replicas, "Number of hub replicas (processes)")
 	cmd.Flags().DurationVar(&d.timeout, "timeout", d.timeout, "Give up when the Certificates are not Ready after this long")
@@ -246,7 +263,7 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 		}
 	}()
 	for i := range d.replicas {
-		r, err := startDemoReplica(ctx, dir, kubeconfig, fmt.Sprintf("certhub-%d", i), bed, d.verbose, replicaArgs...)
+		r, err := startDemoReplica(ctx, d.certhub, dir, kubeconfig, fmt.Sprintf("certhub-%d", i), bed, d.verbose, replicaArgs...)
 		if err != nil {
 			return err
 		}
@@ -324,16 +341,37 @@ func runDemo(ctx context.Context, out io.Writer, d demoOptions) (err error) {
 	printDemoTable(out, rows)
 	fmt.Fprintln(out)
 	step("certhub status --kubeconfig <hub>:")
-	so := statusOptions{namespace: bed.HubNamespace(), secretNamespace: bed.ArgoNamespace(), timeout: 5 * time.Second}
-	status, err := collectStatus(ctx, bed.Hub.Config, so)
-	if err != nil {
-		return err
-	}
-	if err := printStatus(out, status, so); err != nil {
-		return err
+	status := exec.CommandContext(ctx, d.certhub, "status", "--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(),
+		"--cluster-secret-namespace", bed.ArgoNamespace(), "--timeout", "5s")
+	status.Stdout, status.Stderr = out, out
+	if err := status.Run(); err != nil {
+		return fmt.Errorf("certhub status: %w", err)
 	}
 	fmt.Fprintln(out)
 	return nil
+}
+
+// certhubBinary is the certhub binary to run: flag, else beside this
+// command (make builds both into bin/), else on $PATH.
+func certhubBinary(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		if beside := filepath.Join(filepath.Dir(self), "certhub"); fileExists(beside) {
+			return beside, nil
+		}
+	}
+	p, err := exec.LookPath("certhub")
+	if err != nil {
+		return "", fmt.Errorf("no certhub binary beside certhub-demo nor on $PATH (make build; or --certhub): %w", err)
+	}
+	return p, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
 
 // demoReplica is one `certhub run` child process.
@@ -343,11 +381,8 @@ type demoReplica struct {
 	done chan error
 }
 
-func startDemoReplica(_ context.Context, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool, args ...string) (*demoReplica, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("failed to find the certhub binary: %w", err)
-	}
+func startDemoReplica(_ context.Context, certhub, dir, kubeconfig, id string, bed *testbed.Bed, verbose bool, args ...string) (*demoReplica, error) {
+	self := certhub
 	logf, err := os.Create(filepath.Join(dir, id+".log"))
 	if err != nil {
 		return nil, err

@@ -39,6 +39,9 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+			if err := o.Complete(); err != nil {
+				return err
+			}
 			cfg, err := loadHubConfig(o.Kubeconfig)
 			if err != nil {
 				return err
@@ -53,6 +56,7 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zo.BindFlags(gfs)
 	cmd.Flags().AddGoFlagSet(gfs)
+	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
 

@@ -3,7 +3,7 @@
 // only package that knows them all:
 //
 //	inventory (Argo CD cluster Secrets → clusters)
-//	   → shard (which clusters this replica engages and writes: --coordinator)
+//	   → shard (which clusters this replica engages and writes: --shard-coordinator)
 //	   → certsync (Certificate → TLS Secret + status)
 //	   → issuance (ClusterIssuers in the hub)
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -75,6 +76,10 @@ type Options struct {
 	// kubernetes.io/tls-acme). Kind defaults to ClusterIssuer.
 	DefaultIssuerName, DefaultIssuerKind, DefaultIssuerGroup string
 	AutoCertificateAnnotations                               []string
+	// Controllers selects the optional controllers in cert-manager's
+	// syntax ("*", "-name"); Complete turns it into TrustBundles,
+	// IngressShim and GatewayShim. Defaults to "*".
+	Controllers string
 	// TrustBundles keeps the CA ClusterIssuers' certificates in a ConfigMap
 	// (TrustBundleConfigMap, key TrustBundleKey) in the downstream
 	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
@@ -160,6 +165,7 @@ func NewOptions() *Options {
 		RotationGrace:              10 * time.Minute,
 		IngressShim:                true,
 		TrustBundles:               true,
+		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
 		TrustBundleKey:             trust.DefaultKey,
 		GatewayShim:                true,
@@ -181,10 +187,19 @@ func NewOptions() *Options {
 			Weight:        1,
 		},
 	}
+	o.defaultIdentity()
+	return o
+}
+
+// defaultIdentity names the replica $POD_NAME, then the hostname, unless
+// named already.
+func (o *Options) defaultIdentity() {
+	if o.Identity == "" {
+		o.Identity = os.Getenv("POD_NAME")
+	}
 	if o.Identity == "" {
 		o.Identity, _ = os.Hostname()
 	}
-	return o
 }
 
 // AddFlags binds the options to flags.
@@ -198,14 +213,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", o.HealthProbeAddr, "Address of /healthz and /readyz; 0 disables them")
 	fs.BoolVar(&o.DownstreamCompression, "downstream-compression", o.DownstreamCompression, "Ask downstream API servers for gzip-compressed responses (off: each open watch would hold a ~40 KiB gzip reader; turn on for clusters behind thin links)")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "Address of net/http/pprof (/debug/pprof/); empty or 0, the default, disables it")
-	fs.StringVar(&o.Identity, "identity", o.Identity, "Name of this replica in what it writes (default: $POD_NAME, then hostname)")
+	fs.StringVar(&o.Identity, "identity", "", "Name of this replica in what it writes (default: $POD_NAME, then the hostname)")
 	fs.DurationVar(&o.IssuerRetryInterval, "issuer-retry-interval", o.IssuerRetryInterval, "How soon a Certificate whose issuer is missing or not ready is tried again")
-	fs.BoolVar(&o.TrustBundles, "trust-bundles", o.TrustBundles, "Keep the CA ClusterIssuers' CA certificates in a ConfigMap in every downstream namespace --trust-bundle-namespaces selects (trust-manager's target layout)")
 	fs.StringVar(&o.TrustBundleConfigMap, "trust-bundle-configmap", o.TrustBundleConfigMap, "Name of the trust bundle ConfigMap downstream")
 	fs.StringVar(&o.TrustBundleKey, "trust-bundle-key", o.TrustBundleKey, "Key of the PEM bundle in the trust bundle ConfigMap")
 	fs.StringVar(&o.TrustBundleNamespaces, "trust-bundle-namespaces", o.TrustBundleNamespaces, "Label selector of the downstream namespaces that get the trust bundle (empty: all)")
-	fs.BoolVar(&o.IngressShim, "ingress-shim", o.IngressShim, "Create Certificates from Ingresses annotated cert-manager.io/cluster-issuer (or issuer, or an auto annotation) downstream, as cert-manager's ingress-shim does")
-	fs.BoolVar(&o.GatewayShim, "gateway-shim", o.GatewayShim, "Create Certificates from annotated Gateway API Gateways downstream, in clusters serving gateway.networking.k8s.io/v1 Gateways")
 	fs.StringVar(&o.DefaultIssuerName, "default-issuer-name", o.DefaultIssuerName, "Issuer of Certificates for Ingresses annotated only with an auto annotation (kubernetes.io/tls-acme: \"true\")")
 	fs.StringVar(&o.DefaultIssuerKind, "default-issuer-kind", o.DefaultIssuerKind, "Kind of --default-issuer-name")
 	fs.StringVar(&o.DefaultIssuerGroup, "default-issuer-group", o.DefaultIssuerGroup, "Group of --default-issuer-name")
@@ -227,21 +239,24 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowPlainHTTPClusters, "allow-plain-http-clusters", false, "Serve registrations whose server is http:// (their credentials cross the network in clear)")
 	fs.BoolVar(&o.AllowLinkLocalClusters, "allow-link-local-clusters", false, "Connect to link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254), refused by default")
 	fs.StringVar(&o.DefaultPolicy, "default-policy", o.DefaultPolicy, "Issuance policy for Certificates no IssuancePolicy selects: allow or deny (the shipped kustomize base uses deny)")
-	fs.StringSliceVar(&o.ACME.DNS01Nameservers, "dns01-recursive-nameservers", o.ACME.DNS01Nameservers, "ACME DNS-01: nameservers (host:port) asked for zones and, with --dns01-recursive-nameservers-only, for the TXT records' propagation (default: the system's resolvers)")
-	fs.BoolVar(&o.ACME.DNS01NameserversOnly, "dns01-recursive-nameservers-only", o.ACME.DNS01NameserversOnly, "ACME DNS-01: check propagation on --dns01-recursive-nameservers only, not on each zone's authoritative nameservers (port 53)")
-	fs.DurationVar(&o.ACME.DNS01Settle, "dns01-settle-delay", o.ACME.DNS01Settle, "ACME DNS-01: extra wait after the TXT records are served before the CA is asked to validate (0: none; for DNS services whose public answers lag behind their own nameservers)")
-	fs.DurationVar(&o.ACME.PropagationTimeout, "dns01-propagation-timeout", o.ACME.PropagationTimeout, "ACME DNS-01: an order whose TXT records are not served within this fails")
+	fs.StringSliceVar(&o.ACME.DNS01Nameservers, "acme-dns01-recursive-nameservers", o.ACME.DNS01Nameservers, "ACME DNS-01: nameservers (host:port) asked for zones and, with --acme-dns01-recursive-nameservers-only, for the TXT records' propagation (default: the system's resolvers)")
+	fs.BoolVar(&o.ACME.DNS01NameserversOnly, "acme-dns01-recursive-nameservers-only", o.ACME.DNS01NameserversOnly, "ACME DNS-01: check propagation on --acme-dns01-recursive-nameservers only, not on each zone's authoritative nameservers (port 53)")
+	fs.DurationVar(&o.ACME.DNS01Settle, "acme-dns01-settle-delay", o.ACME.DNS01Settle, "ACME DNS-01: extra wait after the TXT records are served before the CA is asked to validate (0: none; for DNS services whose public answers lag behind their own nameservers)")
+	fs.DurationVar(&o.ACME.PropagationTimeout, "acme-dns01-propagation-timeout", o.ACME.PropagationTimeout, "ACME DNS-01: an order whose TXT records are not served within this fails")
 	fs.DurationVar(&o.ACME.RenewalInfoInterval, "acme-renewal-info-interval", o.ACME.RenewalInfoInterval, "ACME: how often, at the most, the CA is asked for each issued certificate's renewal window (ARI, RFC 9773; sooner when its Retry-After says so); a window moved earlier renews early. Negative: ARI off")
 	fs.DurationVar(&o.ACME.OrderHold, "acme-order-hold", o.ACME.OrderHold, "ACME: how long a replica's claim on an order lasts unrenewed; after a replica's death another resumes its orders this long after their last step")
-	fs.StringVar(&o.Coordinator, "coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
-	fs.DurationVar(&o.Shard.LeaseDuration, "lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
-	fs.DurationVar(&o.Shard.RenewDeadline, "renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --lease-duration)")
-	fs.DurationVar(&o.Shard.RetryPeriod, "retry-period", o.Shard.RetryPeriod, "Decision loop tick and retry interval (--renew-deadline > 1.2 × this)")
-	fs.DurationVar(&o.Shard.RenewInterval, "renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --renew-deadline)")
-	fs.DurationVar(&o.Shard.MaxClockSkew, "max-clock-skew", o.Shard.MaxClockSkew, "How far replica clocks may differ: a Lease not renewed for --lease-duration + this (by its renewTime) is expired even when first seen; negative: judge only by when this replica saw it change")
+	fs.StringVar(&o.Coordinator, "shard-coordinator", o.Coordinator, "Who writes which cluster: certhub (shard over all replicas), upstream (multicluster-runtime's experimental sharded coordinator, for comparison) or none (this replica engages every cluster; single replica only)")
+	fs.DurationVar(&o.Shard.LeaseDuration, "shard-lease-duration", o.Shard.LeaseDuration, "Peer and fence Lease duration: how long an unrenewed claim stands, as observed by the other replicas")
+	fs.DurationVar(&o.Shard.RenewDeadline, "shard-renew-deadline", o.Shard.RenewDeadline, "A replica that could not renew a fence for this long stops writing to its clusters (< --shard-lease-duration)")
+	fs.DurationVar(&o.Shard.RetryPeriod, "shard-retry-period", o.Shard.RetryPeriod, "Decision loop tick and retry interval (--shard-renew-deadline > 1.2 × this)")
+	fs.DurationVar(&o.Shard.RenewInterval, "shard-renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --shard-renew-deadline)")
+	fs.DurationVar(&o.Shard.MaxClockSkew, "shard-max-clock-skew", o.Shard.MaxClockSkew, "How far replica clocks may differ: a Lease not renewed for --shard-lease-duration + this (by its renewTime) is expired even when first seen; negative: judge only by when this replica saw it change")
 	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases instead of one per cluster (0: one per cluster); same on every replica")
-	fs.IntVar(&o.Shard.Standby, "standby", o.Shard.Standby, "Clusters this replica keeps warm besides those it owns (connected and cached, not written to): the ones it would take over first, so their failover needs no connection or cache sync")
-	fs.Float64Var(&o.Shard.Weight, "weight", o.Shard.Weight, "Relative share of clusters this replica takes")
+	fs.IntVar(&o.Shard.Standby, "shard-standby", o.Shard.Standby, "Clusters this replica keeps warm besides those it owns (connected and cached, not written to): the ones it would take over first, so their failover needs no connection or cache sync")
+	fs.Float64Var(&o.Shard.Weight, "shard-weight", o.Shard.Weight, "Relative share of clusters this replica takes")
+	fs.StringVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run, as cert-manager's flag: \"*\" is every one, \"-name\" turns one off (e.g. *,-gateway-shim); optional ones: "+strings.Join(optionalControllers, ", "))
+	addDeprecatedFlags(fs, o)
+	groupFlags(fs)
 }
 
 // Validate reports whether the options are usable.

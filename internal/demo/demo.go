@@ -144,7 +144,7 @@ func startDemoACME(ctx context.Context, bed *testbed.Bed) (*acmebed.Bed, []strin
 	if err := hub.Create(ctx, ca.ClusterIssuer(demoACMEIssuer, "demo-acme-account", "demo-tsig")); err != nil {
 		return ca, nil, err
 	}
-	return ca, []string{"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only"}, nil
+	return ca, []string{"--acme-dns01-recursive-nameservers", ca.Nameserver, "--acme-dns01-recursive-nameservers-only"}, nil
 }
 
 // waitIssuerReady waits until the ClusterIssuer name is Ready (its ACME
@@ -391,7 +391,7 @@ func startDemoReplica(_ context.Context, certhub, dir, kubeconfig, id string, be
 		"--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--default-policy", "deny",
-		"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms", "--renew-interval", "1s")
+		"--shard-lease-duration", "4s", "--shard-renew-deadline", "3s", "--shard-retry-period", "500ms", "--shard-renew-interval", "1s")
 	cmd.Args = append(cmd.Args, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if verbose {

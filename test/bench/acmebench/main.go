@@ -15,7 +15,7 @@
 // For each case it reports orders per certificate and ACME requests per
 // certificate, from the replicas' certhub_acme_orders_total and
 // certhub_acme_request_duration_seconds. Propagation is verified on BIND,
-// the zone's only nameserver (--dns01-recursive-nameservers-only), with no
+// the zone's only nameserver (--acme-dns01-recursive-nameservers-only), with no
 // settle delay. It prints a table and writes JSON. `make bench` runs it.
 package main
 
@@ -200,7 +200,7 @@ func start(ctx context.Context, dir string, clusters, replicas int) (*bench, fun
 		r, err := benchutil.StartReplica(bin, dir, fmt.Sprintf("acme-hub-%d", i), "--kubeconfig", kubeconfig,
 			"--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
 			"--metrics-bind-address", metrics, "--health-probe-bind-address", "0",
-			"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only")
+			"--acme-dns01-recursive-nameservers", ca.Nameserver, "--acme-dns01-recursive-nameservers-only")
 		if err != nil {
 			return nil, stop, err
 		}

@@ -86,7 +86,7 @@ type ShardedMemory struct {
 	Certs    int `json:"certificates"`
 	Replicas int `json:"replicas"`
 	// RSSMiB and Connected are per replica: the median of 5 VmRSS readings
-	// and certhub_engaged_clusters; Standby is --standby.
+	// and certhub_engaged_clusters; Standby is --shard-standby.
 	RSSMiB    []float64 `json:"rssMiB"`
 	Connected []float64 `json:"connectedClusters"`
 	// SteadyRSSMiB: the same readings after steadyIdle without work, once
@@ -124,7 +124,7 @@ func main() {
 	perCluster := flag.Int("memory-certs", 10, "P6: Certificates per cluster")
 	only := flag.String("only", "", "run only P2 (with P9), P6 or P6s (P6', sharded)")
 	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
-	standby := flag.Int("sharded-standby", 0, "P6': --standby of each replica")
+	standby := flag.Int("sharded-standby", 0, "P6': --shard-standby of each replica")
 	shardBuckets := flag.Int("sharded-buckets", 32, "P6': --shard-buckets of each replica (0: a fence per cluster)")
 	pprofDir := flag.String("pprof-dir", "", "P6': save each replica's heap profile (--pprof-bind-address) here after idling (go tool pprof -sample_index=inuse_space)")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
@@ -663,7 +663,7 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		if err != nil {
 			return m, err
 		}
-		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--standby", fmt.Sprint(standby), "--shard-buckets", fmt.Sprint(buckets))
+		a := append(slices.Clone(args), "--metrics-bind-address", addr, "--shard-standby", fmt.Sprint(standby), "--shard-buckets", fmt.Sprint(buckets))
 		if pprofDir != "" {
 			pa, err := fleet.FreeAddr()
 			if err != nil {

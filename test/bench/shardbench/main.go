@@ -47,7 +47,7 @@ type mode struct {
 	Args        []string `json:"args"`
 	FencePrefix string   `json:"fencePrefix"`
 	Failover    bool     `json:"-"`    // measure kills (per-cluster fences only)
-	Warm        bool     `json:"warm"` // --standby=<clusters>: every replica keeps warm all it would take over
+	Warm        bool     `json:"warm"` // --shard-standby=<clusters>: every replica keeps warm all it would take over
 }
 
 // Result is one mode's numbers.
@@ -104,11 +104,11 @@ func run(clusters, servers, kills int, window time.Duration, out, only, exact st
 		return err
 	}
 	modes := []mode{
-		{Name: "upstream coordinator/sharded", Args: []string{"--coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
-		{Name: "certhub shard", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
-		{Name: "certhub shard, warm standbys", Args: []string{"--coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
-		{Name: "certhub shard, 32 buckets", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true},
-		{Name: "certhub shard, 32 buckets, warm standbys", Args: []string{"--coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true, Warm: true},
+		{Name: "upstream coordinator/sharded", Args: []string{"--shard-coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
+		{Name: "certhub shard", Args: []string{"--shard-coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
+		{Name: "certhub shard, warm standbys", Args: []string{"--shard-coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
+		{Name: "certhub shard, 32 buckets", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true},
+		{Name: "certhub shard, 32 buckets, warm standbys", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true, Warm: true},
 	}
 	var results []Result
 	for _, m := range modes {
@@ -154,7 +154,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	procs := map[string]*fleet.Replica{}
 	args := slices.Clone(m.Args)
 	if m.Warm {
-		args = append(args, "--standby="+strconv.Itoa(clusters))
+		args = append(args, "--shard-standby="+strconv.Itoa(clusters))
 	}
 	start := func(id string) (*fleet.Replica, error) {
 		metrics, err := fleet.FreeAddr()

@@ -44,7 +44,7 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: kubeconfig, HubNamespace: ns, ArgoNamespace: bed.ArgoNamespace(),
-		Args: []string{"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only"}}
+		Args: []string{"--acme-dns01-recursive-nameservers", ca.Nameserver, "--acme-dns01-recursive-nameservers-only"}}
 	for _, id := range []string{"hub-a", "hub-b", "hub-c"} {
 		cfg.Start(t, id)
 	}

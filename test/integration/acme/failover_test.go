@@ -18,7 +18,7 @@ import (
 )
 
 // Two replica processes; the one driving an order is SIGKILLed while the
-// order waits between propagation and validation (--dns01-settle-delay
+// order waits between propagation and validation (--acme-dns01-settle-delay
 // holds it there). The other replica takes the cluster over, resumes the
 // same ACMEOrder (the CA saw one order, not two) and issues from it; no TXT
 // record is left behind.
@@ -35,8 +35,8 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 
 	const hold = 4 * time.Second
 	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: kubeconfig, HubNamespace: ns, ArgoNamespace: bed.ArgoNamespace(),
-		Args: []string{"--dns01-recursive-nameservers", ca.Nameserver, "--dns01-recursive-nameservers-only",
-			"--dns01-settle-delay", "20s", "--acme-order-hold", hold.String()}}
+		Args: []string{"--acme-dns01-recursive-nameservers", ca.Nameserver, "--acme-dns01-recursive-nameservers-only",
+			"--acme-dns01-settle-delay", "20s", "--acme-order-hold", hold.String()}}
 	replicas := map[string]*fleet.Replica{"hub-a": cfg.Start(t, "hub-a"), "hub-b": cfg.Start(t, "hub-b")}
 	fixture.WaitClusterIssuer(t, hub, "pebble", "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
 

@@ -60,7 +60,7 @@ func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issua
 func (b *issuanceBed) runHub(t *testing.T, issuer string, args ...string) *fleet.Replica {
 	t.Helper()
 	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: b.Kubeconfig, HubNamespace: b.HubNamespace(), ArgoNamespace: b.ArgoNamespace(),
-		Args: append([]string{"--dns01-recursive-nameservers", b.CA.Nameserver, "--dns01-recursive-nameservers-only"}, args...)}
+		Args: append([]string{"--acme-dns01-recursive-nameservers", b.CA.Nameserver, "--acme-dns01-recursive-nameservers-only"}, args...)}
 	r := cfg.Start(t, "replica-0")
 	fixture.WaitClusterIssuer(t, b.Hub.Client, issuer, "registered", fixture.IssuerReadyWith(cmmeta.ConditionTrue, acme.ReasonAccountRegistered))
 	return r

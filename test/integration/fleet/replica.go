@@ -133,8 +133,8 @@ func (c Config) TryStart(t testing.TB, id string) (*Replica, error) {
 		"--kubeconfig", c.Kubeconfig,
 		"--namespace", c.HubNamespace, "--cluster-secret-namespace", c.ArgoNamespace,
 		"--identity", id, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
-		"--lease-duration", tm.LeaseDuration.String(), "--renew-deadline", tm.RenewDeadline.String(),
-		"--retry-period", tm.RetryPeriod.String(), "--renew-interval", tm.RenewInterval.String()}, c.Args...)
+		"--shard-lease-duration", tm.LeaseDuration.String(), "--shard-renew-deadline", tm.RenewDeadline.String(),
+		"--shard-retry-period", tm.RetryPeriod.String(), "--shard-renew-interval", tm.RenewInterval.String()}, c.Args...)
 	r, err := Launch(id, c.Binary, dir, args...)
 	if err != nil {
 		return nil, err

@@ -92,7 +92,7 @@ func (c *connections) check(rs map[string]*fleet.Replica, standby int) error {
 			}
 		}
 		if float64(others) != c.standby[id] || others > standby {
-			return fmt.Errorf("%s watches %d clusters it does not own, reports %v standbys (--standby=%d)", id, others, c.standby[id], standby)
+			return fmt.Errorf("%s watches %d clusters it does not own, reports %v standbys (--shard-standby=%d)", id, others, c.standby[id], standby)
 		}
 	}
 	return nil
@@ -224,14 +224,14 @@ func TestConnectionsFollowOwnership(tt *testing.T) {
 	probe(t, bed.Downstreams, "after-scale")
 }
 
-// With --standby, each replica also keeps warm the clusters it would take
+// With --shard-standby, each replica also keeps warm the clusters it would take
 // over first; after a SIGKILL those clusters issue again within the lease
 // duration + 2 s, taken over by a replica that was already connected.
 func TestWarmStandbyTakesOver(tt *testing.T) {
 	t := fleet.RecordFailures(tt) // the reasons again after the replicas' logs
 	_, cfg := prepare(t)
 	standby := len(bed.Downstreams)
-	cfg.Args = []string{"--standby", fmt.Sprint(standby)}
+	cfg.Args = []string{"--shard-standby", fmt.Sprint(standby)}
 	lease := fleet.FastTimings.LeaseDuration
 	running := startReplicas(t, cfg, "warm-0", "warm-1", "warm-2")
 	waitConverged(t, running)

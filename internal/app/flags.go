@@ -1,0 +1,171 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The optional controllers --controllers names (cert-manager's syntax).
+const (
+	controllerTrustBundles = "trust-bundles"
+	controllerIngressShim  = "ingress-shim"
+	controllerGatewayShim  = "gateway-shim"
+)
+
+var optionalControllers = []string{controllerTrustBundles, controllerIngressShim, controllerGatewayShim}
+
+// Complete resolves what the flags leave open: the replica's identity
+// ($POD_NAME, then the hostname) and --controllers into the controller
+// switches. Call it after parsing and before Run.
+func (o *Options) Complete() error {
+	o.defaultIdentity()
+	on, err := parseControllers(o.Controllers)
+	if err != nil {
+		return err
+	}
+	o.TrustBundles, o.IngressShim, o.GatewayShim = on[controllerTrustBundles], on[controllerIngressShim], on[controllerGatewayShim]
+	return nil
+}
+
+// parseControllers reads cert-manager's --controllers syntax: "*" turns on
+// every controller, "name" one, "-name" turns one off; later items win.
+func parseControllers(spec string) (map[string]bool, error) {
+	on := map[string]bool{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		name, off := strings.CutPrefix(item, "-")
+		switch {
+		case item == "":
+		case item == "*":
+			for _, c := range optionalControllers {
+				on[c] = true
+			}
+		case slices.Contains(optionalControllers, name):
+			on[name] = !off
+		default:
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: *, %s)", name, strings.Join(optionalControllers, ", "))
+		}
+	}
+	return on, nil
+}
+
+// renamedFlags are flags renamed for consistent prefixes; the old names
+// work for one release, deprecated (hidden, with a warning when used).
+var renamedFlags = map[string]string{
+	"lease-duration": "shard-lease-duration", "renew-deadline": "shard-renew-deadline", "retry-period": "shard-retry-period",
+	"renew-interval": "shard-renew-interval", "max-clock-skew": "shard-max-clock-skew", "standby": "shard-standby",
+	"weight": "shard-weight", "coordinator": "shard-coordinator",
+	"dns01-recursive-nameservers": "acme-dns01-recursive-nameservers", "dns01-recursive-nameservers-only": "acme-dns01-recursive-nameservers-only",
+	"dns01-settle-delay": "acme-dns01-settle-delay", "dns01-propagation-timeout": "acme-dns01-propagation-timeout",
+}
+
+// addDeprecatedFlags adds the old names of renamed flags, sharing the new
+// flags' values, and the three controller switches --controllers replaces.
+func addDeprecatedFlags(fs *pflag.FlagSet, o *Options) {
+	for old, renamed := range renamedFlags {
+		f := fs.Lookup(renamed)
+		fs.AddFlag(&pflag.Flag{Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
+			Deprecated: "use --" + renamed, Hidden: true})
+	}
+	for _, c := range optionalControllers {
+		fs.AddFlag(&pflag.Flag{Name: c, Usage: "turn the " + c + " controller on or off", Value: &controllerSwitch{o: o, name: c},
+			DefValue: "true", NoOptDefVal: "true", Deprecated: fmt.Sprintf("use --controllers=*,-%s to turn it off", c), Hidden: true})
+	}
+}
+
+// controllerSwitch is a deprecated boolean flag that appends to --controllers.
+type controllerSwitch struct {
+	o    *Options
+	name string
+}
+
+func (c *controllerSwitch) String() string { return "true" }
+func (c *controllerSwitch) Type() string   { return "bool" }
+func (c *controllerSwitch) Set(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	item := c.name
+	if !on {
+		item = "-" + item
+	}
+	c.o.Controllers += "," + item
+	return nil
+}
+
+// flagGroup is the annotation holding a flag's section of `certhub run --help`.
+const flagGroup = "certhub.io/group"
+
+// flagGroups are the sections of `certhub run --help`, in order, with the
+// flags (or name prefixes ending in "-") each holds; the rest is "Hub".
+var flagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Hub", []string{"kubeconfig", "namespace", "identity", "controllers", "metrics-bind-address", "health-probe-bind-address", "pprof-bind-address"}},
+	{"Inventory (Argo CD cluster Secrets)", []string{"cluster-secret-namespace", "cluster-selector", "kubeconfig-dir", "downstream-compression",
+		"request-timeout", "exec-plugin-allowlist", "allow-plain-http-clusters", "allow-link-local-clusters"}},
+	{"Sharding", []string{"shard-"}},
+	{"Certificates", []string{"issuer-retry-interval", "concurrent-workers", "concurrent-workers-per-cluster", "reconcile-timeout", "renewal-jitter",
+		"loop-max-issuances", "loop-window"}},
+	{"Issuance policy", []string{"default-policy"}},
+	{"Issuance budget", []string{"issuance-rate", "max-budget-delay"}},
+	{"ACME", []string{"acme-"}},
+	{"Trust bundles", []string{"trust-bundle-"}},
+	{"CA rotation", []string{"rotation-"}},
+	{"Ingress and Gateway shims", []string{"default-issuer-", "auto-certificate-annotations"}},
+	{"Logging", []string{"zap-"}},
+}
+
+// groupOf is the section of flag name.
+func groupOf(name string) string {
+	for _, g := range flagGroups {
+		for _, f := range g.flags {
+			if name == f || (strings.HasSuffix(f, "-") && strings.HasPrefix(name, f)) {
+				return g.title
+			}
+		}
+	}
+	return flagGroups[0].title
+}
+
+// groupFlags annotates every flag of fs with its section.
+func groupFlags(fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Annotations == nil {
+			f.Annotations = map[string][]string{}
+		}
+		f.Annotations[flagGroup] = []string{groupOf(f.Name)}
+	})
+}
+
+// groupedUsage prints cmd's usage with its flags by section.
+func groupedUsage(cmd *cobra.Command) error {
+	w := cmd.OutOrStderr()
+	fmt.Fprintf(w, "Usage:\n  %s\n", cmd.UseLine())
+	flags := cmd.Flags()
+	groupFlags(flags) // flags added after AddFlags (logging) too
+	for _, g := range flagGroups {
+		set := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
+		flags.VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && slices.Contains(f.Annotations[flagGroup], g.title) {
+				set.AddFlag(f)
+			}
+		})
+		if set.HasFlags() {
+			printSection(w, g.title, set)
+		}
+	}
+	return nil
+}
+
+func printSection(w io.Writer, title string, set *pflag.FlagSet) {
+	fmt.Fprintf(w, "\n%s flags:\n%s", title, set.FlagUsages())
+}

@@ -43,7 +43,7 @@ import (
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // Result is one row of the table.

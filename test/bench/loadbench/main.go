@@ -51,7 +51,7 @@ import (
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 const issuer = "bench-ca"

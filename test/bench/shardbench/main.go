@@ -35,7 +35,7 @@ import (
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // buckets is the bucket count of the bucketed mode.

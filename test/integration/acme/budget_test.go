@@ -15,7 +15,7 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // Three replica processes share one ClusterIssuer's budget (2 new orders,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // Two replica processes; the one driving an order is SIGKILLed while the

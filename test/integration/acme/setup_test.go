@@ -12,7 +12,7 @@ import (
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // issuanceBed is what the issuing tests start: a hub with downstreams

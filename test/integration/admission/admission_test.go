@@ -25,7 +25,7 @@ import (
 
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const (
@@ -37,14 +37,14 @@ const (
 )
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	// guarded has the policy; control has none.
 	guarded, control *testbed.ControlPlane
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Unregistered: 2,
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Unregistered: 2,
+		Setup: func(ctx context.Context, e *suite.Env) error {
 			guarded, control = e.Bed.Downstreams[0], e.Bed.Downstreams[1]
 			return applyPolicy(ctx, guarded.Client)
 		}}, &env))

@@ -14,7 +14,7 @@ import (
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // Item 6: a replica frozen mid-work (SIGSTOP, as a long GC pause or a

@@ -15,14 +15,14 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "adversarial-ca"
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	bed *testbed.Bed
 	// hubTraffic sees every request the in-process replica makes to the hub
 	// API server and every response body (item 7).
@@ -33,14 +33,14 @@ func TestMain(m *testing.M) {
 	// The third downstream is registered by tests only, through TCP proxies.
 	// The binary: a second replica to freeze (item 6), `certhub status` (item 7).
 	// The in-process replica runs the fleet's fast Lease timings, as the process does.
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1, Binary: true,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1, Binary: true,
 		Hub: func(o *app.Options) {
 			o.IssuerRetryInterval = time.Second
 			tm := fleet.FastTimings
 			o.Shard.LeaseDuration, o.Shard.RenewDeadline, o.Shard.RetryPeriod, o.Shard.RenewInterval = tm.LeaseDuration, tm.RenewDeadline, tm.RetryPeriod, tm.RenewInterval
 		},
 		HubTransport: hubTraffic.wrap,
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+		Setup: func(_ context.Context, e *suite.Env) error {
 			bed = e.Bed
 			return nil
 		}}, &env))

@@ -29,7 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // versionAnnotation counts the spec changes the driver made to a Certificate;

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const (
@@ -39,15 +39,15 @@ var (
 )
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	bed *testbed.Bed
 )
 
 func TestMain(m *testing.M) {
 	// The replicas are a plain (not -race) build: this tier loads 3 replicas
 	// and 6 API servers on 2 cores; the shard tier runs race-built replicas.
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true,
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+	os.Exit(suite.Run(m, suite.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true,
+		Setup: func(_ context.Context, e *suite.Env) error {
 			bed = e.Bed
 			return nil
 		}}, &env))

@@ -37,7 +37,7 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const (
@@ -45,11 +45,11 @@ const (
 	argoVersion = "github.com/argoproj/argo-cd/v3@v3.5.7"
 )
 
-var env *envtestmain.Env
+var env *suite.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 1, Unregistered: 1, Issuer: issuerName, Logs: io.Discard,
-		Setup: func(_ context.Context, e *envtestmain.Env) error { return installArgoCRDs(e.Bed) }}, &env))
+	os.Exit(suite.Run(m, suite.Options{Downstreams: 1, Unregistered: 1, Issuer: issuerName, Logs: io.Discard,
+		Setup: func(_ context.Context, e *suite.Env) error { return installArgoCRDs(e.Bed) }}, &env))
 }
 
 // installArgoCRDs installs Argo CD's CRDs from the argo-cd module.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const (
@@ -23,10 +23,10 @@ const (
 	optIn      = "certhub.io/enabled"
 )
 
-var env *envtestmain.Env
+var env *suite.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName, Binary: true,
+	os.Exit(suite.Run(m, suite.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName, Binary: true,
 		Hub: func(o *app.Options) {
 			o.ClusterSelector = optIn + "=true"
 			// The exec plugins auth_test writes; anything else is refused.

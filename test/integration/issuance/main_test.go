@@ -16,13 +16,13 @@ import (
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "parity-ca"
 
 var (
-	env   *envtestmain.Env
+	env   *suite.Env
 	bed   *testbed.Bed
 	caPEM []byte
 	// hubLog keeps the in-process hub's log lines (and passes them to stderr).
@@ -60,9 +60,9 @@ func issuancesLogged(namespace, name string) int {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Logs: hubLog,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Logs: hubLog,
 		Hub: func(o *app.Options) { o.IssuerRetryInterval = time.Second },
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+		Setup: func(_ context.Context, e *suite.Env) error {
 			bed, caPEM = e.Bed, e.CAPEM
 			return nil
 		}}, &env))

@@ -18,19 +18,19 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "dir-ca"
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	dir string
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Unregistered: 2,
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Unregistered: 2,
+		Setup: func(ctx context.Context, e *suite.Env) error {
 			dir = filepath.Join(e.Dir, "kubeconfigs")
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err

@@ -10,21 +10,21 @@ import (
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "test-ca"
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	bed *testbed.Bed
 	// caPEM is the CA certificate of issuerName, as the hub holds it.
 	caPEM []byte
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Hub: func(*app.Options) {},
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*app.Options) {},
+		Setup: func(_ context.Context, e *suite.Env) error {
 			bed, caPEM = e.Bed, e.CAPEM
 			return nil
 		}}, &env))

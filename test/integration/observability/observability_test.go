@@ -28,13 +28,13 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "obs-ca"
 
 var (
-	env         *envtestmain.Env
+	env         *suite.Env
 	bed         *testbed.Bed
 	metricsAddr string
 	binary      string
@@ -42,9 +42,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Binary: true, Logs: io.Discard,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Binary: true, Logs: io.Discard,
 		Hub: func(o *app.Options) { o.MetricsAddr = metricsAddr },
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+		Setup: func(ctx context.Context, e *suite.Env) error {
 			bed, binary, kubeconfig = e.Bed, e.Binary, e.Kubeconfig
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

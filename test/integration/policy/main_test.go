@@ -18,25 +18,25 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "policy-ca"
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	bed *testbed.Bed
 	// envOf is the env label each downstream's cluster Secret carries.
 	envOf = map[string]string{"cluster-1": "dev", "cluster-2": "prod"}
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName,
 		Hub: func(o *app.Options) {
 			o.IssuerRetryInterval = time.Second
 			o.DefaultPolicy = "deny" // as the shipped kustomize base
 		},
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+		Setup: func(ctx context.Context, e *suite.Env) error {
 			bed = e.Bed
 			return labelClusters(ctx)
 		}}, &env))

@@ -20,23 +20,23 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "rot-ca"
 
 var (
-	env *envtestmain.Env
+	env *suite.Env
 	bed *testbed.Bed
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Downstreams: 3,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3,
 		Hub: func(o *app.Options) {
 			o.RotationSoak, o.RotationPause, o.RotationDeadline, o.RotationGrace = 3*time.Second, 2*time.Second, 10*time.Second, 2*time.Second
 			o.IssuerRetryInterval = time.Second
 		},
-		Setup: func(ctx context.Context, e *envtestmain.Env) error {
+		Setup: func(ctx context.Context, e *suite.Env) error {
 			bed = e.Bed
 			// Waves committed with the registrations: cluster-1 "0", cluster-2 "1", cluster-3 "2".
 			list := &corev1.SecretList{}

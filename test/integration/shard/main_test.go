@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const (
@@ -19,15 +19,15 @@ const (
 )
 
 var (
-	env           *envtestmain.Env
+	env           *suite.Env
 	bed           *testbed.Bed
 	certhubBinary string
 	hubKubeconfig string
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true, Race: raceEnabled,
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+	os.Exit(suite.Run(m, suite.Options{Downstreams: downstreams, Issuer: issuerName, Binary: true, Race: raceEnabled,
+		Setup: func(_ context.Context, e *suite.Env) error {
 			bed, certhubBinary, hubKubeconfig = e.Bed, e.Binary, e.Kubeconfig
 			return nil
 		}}, &env))

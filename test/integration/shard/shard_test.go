@@ -17,7 +17,7 @@ import (
 
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 const ns = "sharded"

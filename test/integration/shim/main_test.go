@@ -12,19 +12,19 @@ import (
 	"testing"
 
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "shim-ca"
 
-var env *envtestmain.Env
+var env *suite.Env
 
 func TestMain(m *testing.M) {
 	// cluster-1: no Gateway API; cluster-2: Gateway API CRDs; cluster-3:
 	// registered by TestNamespaceScopedRegistrationSeesItsNamespaceOnly.
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1,
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1,
 		Hub: func(*app.Options) {},
-		Setup: func(_ context.Context, e *envtestmain.Env) error {
+		Setup: func(_ context.Context, e *suite.Env) error {
 			return e.Bed.Downstreams[1].InstallGatewayAPI()
 		}}, &env))
 }

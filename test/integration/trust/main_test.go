@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/test/integration/envtestmain"
+	"github.com/certhub/certhub/test/fixture/suite"
 )
 
 const issuerName = "trust-ca"
 
-var env *envtestmain.Env
+var env *suite.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(envtestmain.Run(m, envtestmain.Options{Issuer: issuerName, Hub: func(*app.Options) {}}, &env))
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*app.Options) {}}, &env))
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // Logf prints a progress line with the time to stderr (tables go to stdout).

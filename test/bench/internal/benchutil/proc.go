@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/certhub/certhub/test/integration/fleet"
+	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
 // BuildCertHub builds the certhub binary into dir and returns its path.

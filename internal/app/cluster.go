@@ -56,12 +56,27 @@ type ExecConnection struct {
 	Config             string   `json:"config,omitempty"`
 }
 
+// clusterLabels are a registration's labels as Argo CD gives them to its
+// Cluster: all but the secret-type label (nil when none is left).
+func clusterLabels(l map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range l {
+		if k != inventory.SecretTypeLabel {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 func connectionOf(file string, s *corev1.Secret, c *inventory.Cluster) Connection {
 	cfg := c.Config
 	conn := Connection{File: file, Secret: s.Namespace + "/" + s.Name, Name: c.Name, Host: cfg.Host, Username: cfg.Username,
 		Password: cfg.Password, BearerToken: cfg.BearerToken, Insecure: cfg.Insecure, ServerName: cfg.ServerName,
 		CAData: cfg.CAData, CertData: cfg.CertData, KeyData: cfg.KeyData, DisableCompression: cfg.DisableCompression,
-		Namespaces: c.Namespaces, Labels: s.Labels}
+		Namespaces: c.Namespaces, Labels: clusterLabels(s.Labels)}
 	if cfg.Proxy != nil {
 		if u, err := cfg.Proxy(&http.Request{URL: mustURL(cfg.Host)}); err == nil && u != nil {
 			conn.ProxyURL = u.String()

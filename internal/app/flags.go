@@ -100,9 +100,6 @@ func (c *controllerSwitch) Set(v string) error {
 	return nil
 }
 
-// flagGroup is the annotation holding a flag's section of `certhub run --help`.
-const flagGroup = "certhub.io/group"
-
 // flagGroups are the sections of `certhub run --help`, in order, with the
 // flags (or name prefixes ending in "-") each holds; the rest is "Hub".
 var flagGroups = []struct {
@@ -136,26 +133,14 @@ func groupOf(name string) string {
 	return flagGroups[0].title
 }
 
-// groupFlags annotates every flag of fs with its section.
-func groupFlags(fs *pflag.FlagSet) {
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Annotations == nil {
-			f.Annotations = map[string][]string{}
-		}
-		f.Annotations[flagGroup] = []string{groupOf(f.Name)}
-	})
-}
-
 // groupedUsage prints cmd's usage with its flags by section.
 func groupedUsage(cmd *cobra.Command) error {
 	w := cmd.OutOrStderr()
 	fmt.Fprintf(w, "Usage:\n  %s\n", cmd.UseLine())
-	flags := cmd.Flags()
-	groupFlags(flags) // flags added after AddFlags (logging) too
 	for _, g := range flagGroups {
 		set := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
-		flags.VisitAll(func(f *pflag.Flag) {
-			if !f.Hidden && slices.Contains(f.Annotations[flagGroup], g.title) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && groupOf(f.Name) == g.title {
 				set.AddFlag(f)
 			}
 		})

@@ -256,7 +256,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.Shard.Weight, "shard-weight", o.Shard.Weight, "Relative share of clusters this replica takes")
 	fs.StringVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run, as cert-manager's flag: \"*\" is every one, \"-name\" turns one off (e.g. *,-gateway-shim); optional ones: "+strings.Join(optionalControllers, ", "))
 	addDeprecatedFlags(fs, o)
-	groupFlags(fs)
 }
 
 // Validate reports whether the options are usable.

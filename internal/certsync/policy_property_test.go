@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,7 +231,7 @@ func caAllowed(a policy.Allowed, cert *x509.Certificate) error {
 		return fmt.Errorf("a path length of %d (zero %v), beyond the policy's %d", cert.MaxPathLen, cert.MaxPathLenZero, want)
 	}
 	if !anyGlob(a.DNSNames, "anything.at.all.example") { // the policy does not allow every DNS name
-		if len(cert.PermittedDNSDomains) == 0 && !contains(cert.ExcludedDNSDomains, "") {
+		if len(cert.PermittedDNSDomains) == 0 && !slices.Contains(cert.ExcludedDNSDomains, "") {
 			return fmt.Errorf("a CA with no DNS name constraint (permitted %v)", cert.PermittedDNSDomains)
 		}
 		for _, d := range cert.PermittedDNSDomains {
@@ -244,22 +245,13 @@ func caAllowed(a policy.Allowed, cert *x509.Certificate) error {
 			return fmt.Errorf("a CA with no IP constraint although the policy allows no IP address")
 		}
 	}
-	if !anyGlob(a.URIs, "urn:anything") && len(cert.PermittedURIDomains) == 0 && !contains(cert.ExcludedURIDomains, "") {
+	if !anyGlob(a.URIs, "urn:anything") && len(cert.PermittedURIDomains) == 0 && !slices.Contains(cert.ExcludedURIDomains, "") {
 		return fmt.Errorf("a CA with no URI constraint")
 	}
-	if !anyGlob(a.EmailAddresses, "x@anything.example") && len(cert.PermittedEmailAddresses) == 0 && !contains(cert.ExcludedEmailAddresses, "") {
+	if !anyGlob(a.EmailAddresses, "x@anything.example") && len(cert.PermittedEmailAddresses) == 0 && !slices.Contains(cert.ExcludedEmailAddresses, "") {
 		return fmt.Errorf("a CA with no email constraint")
 	}
 	return nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, v := range ss {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // usagesAllowed: every key usage bit and extended key usage is cert-manager's
@@ -279,11 +271,7 @@ func usagesAllowed(a policy.Allowed, cert *x509.Certificate) error {
 		return fmt.Errorf("key usage bits %b the policy does not list", extra)
 	}
 	for _, e := range cert.ExtKeyUsage {
-		ok := false
-		for _, w := range eku {
-			ok = ok || w == e
-		}
-		if !ok {
+		if !slices.Contains(eku, e) {
 			return fmt.Errorf("extended key usage %d the policy does not list", e)
 		}
 	}

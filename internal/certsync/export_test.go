@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -23,16 +24,11 @@ func ValidateSpec(crt *cmapi.Certificate) (string, error) {
 // ValidateSpecErr is validateSpec.
 func ValidateSpecErr(crt *cmapi.Certificate) error { return validateSpec(crt) }
 
-// Admit decides on crt in cluster with set as the reconciler does and
-// returns the template that would be signed.
+// Admit decides on crt in cluster with set through the reconciler's own
+// templateFor and returns the template that would be signed.
 func Admit(set *policy.Set, cluster string, crt *cmapi.Certificate) (*x509.Certificate, policy.Decision, error) {
-	tmpl, err := issuance.Template(crt)
-	if err != nil {
-		return nil, policy.Decision{}, err
-	}
-	d := set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt, Template: tmpl})
-	d.Constrain(tmpl)
-	return tmpl, d, nil
+	tmpl, d, _, err := templateFor(evaluator{set}, multicluster.ClusterName(cluster), crt)
+	return tmpl, d, err
 }
 
 // CertificateTemplate is issuance.Template, for the external tests.

@@ -135,7 +135,6 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// Nothing is signed nor written; a policy change decides it again.
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+decision.Message)
 	}
-	decision.Constrain(t.template)
 	crt, now := t.crt, in.now
 	g := r.guard.decide(crt, in.secret, d.reason, now)
 	if !g.allow {
@@ -196,23 +195,40 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 }
 
 // admit builds the certificate that will be signed, once, and asks the
-// policy about it: the policy decides on exactly the template the signer
-// gets (t.template), so nothing is signed unseen.
+// policy about it (templateFor): the signer gets exactly the template the
+// policy decided on (t.template), so nothing is signed unseen.
 func (r *reconciler) admit(ctx context.Context, t *target) (policy.Decision, bool, reconcile.Result, error) {
-	tmpl, err := issuance.Template(t.crt)
+	tmpl, decision, pending, err := templateFor(r.opts.Policy, t.name, t.crt)
 	if err != nil {
 		return policy.Decision{}, true, reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
 	}
-	t.template = tmpl
-	decision := policy.Decision{Allowed: true}
-	if r.opts.Policy != nil {
-		var pending bool
-		if decision, pending = r.opts.Policy.Evaluate(string(t.name), t.crt, tmpl); pending {
-			return decision, true, reconcile.Result{RequeueAfter: policyPendingRequeue}, nil
-		}
+	if pending {
+		return decision, true, reconcile.Result{RequeueAfter: policyPendingRequeue}, nil
 	}
+	t.template = tmpl
 	return decision, false, reconcile.Result{}, nil
 }
+
+// templateFor builds the certificate to sign for crt in cluster and p's
+// decision on it; an allowed CA template carries the decision's path
+// length and name constraints (Decision.Constrain). A nil p allows
+// everything; pending means p has not loaded its policies yet.
+func templateFor(p Policy, cluster multicluster.ClusterName, crt *cmapi.Certificate) (*x509.Certificate, policy.Decision, bool, error) {
+	tmpl, err := issuance.Template(crt)
+	if err != nil {
+		return nil, policy.Decision{}, false, err
+	}
+	decision := policy.Decision{Allowed: true}
+	if p != nil {
+		var pending bool
+		if decision, pending = p.Evaluate(string(cluster), crt, tmpl); pending {
+			return nil, decision, true, nil
+		}
+	}
+	decision.Constrain(tmpl)
+	return tmpl, decision, false, nil
+}
+
 func budgetKey(t *target) string {
 	return string(t.name) + "/" + t.crt.Namespace + "/" + t.crt.Name
 }

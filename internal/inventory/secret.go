@@ -12,13 +12,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/certhub/certhub/internal/policy"
 )
 
 // The Argo CD cluster Secret format (argo-cd util/db/cluster.go).
@@ -163,8 +164,12 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 	name := string(s.Data[keyName])
 	if name == "" {
 		name = server // Argo CD's CLI falls back to the server URL
-	} else if why := unsafeName(name); why != "" {
-		return nil, &FieldError{Field: keyName, Reason: why}
+	} else if why := policy.UnsafeClusterName(name); why != "" {
+		// IssuancePolicy patterns ({{cluster}}) put the name into DNS
+		// names, where such a name could cover another cluster's. A Secret
+		// without a name is named after its server URL, as Argo CD's CLI
+		// does; policies match it against no {{cluster}} pattern.
+		return nil, &FieldError{Field: keyName, Reason: fmt.Sprintf("%q %s: IssuancePolicy patterns ({{cluster}}) put it into DNS names, where it could cover another cluster's names", name, why)}
 	}
 	// config is optional, as in Argo CD's SecretToCluster, which reads it
 	// only when present: the in-cluster server needs none, and a remote
@@ -202,24 +207,6 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 	}
 	c.Hash = hex.EncodeToString(h.Sum(nil))
 	return c, nil
-}
-
-// unsafeName says why a cluster name cannot be a registration's name ("" if
-// it can). IssuancePolicy patterns put the name into DNS names
-// ("*.{{cluster}}.example.com"), so a name with a dot would nest inside
-// another cluster's ("x.east" under "east"), a "*" would make a wildcard
-// covering every cluster, and upper-case letters would name another
-// cluster's hosts (DNS is case-insensitive). A Secret without a name is
-// named after its server URL, as Argo CD's CLI does; policies never put
-// such a name into a pattern (policy matches it against nothing).
-func unsafeName(name string) string {
-	for _, r := range name {
-		switch {
-		case r == '.', r == '*', r >= 'A' && r <= 'Z', unicode.IsSpace(r):
-			return fmt.Sprintf("%q must not contain dots, wildcards, upper-case letters or spaces: IssuancePolicy patterns ({{cluster}}) put it into DNS names, where it could cover another cluster's names", name)
-		}
-	}
-	return ""
 }
 
 // restConfig converts the config the way Argo CD's (*Cluster).RawRestConfig

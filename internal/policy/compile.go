@@ -309,9 +309,7 @@ type vars struct {
 }
 
 func newVars(cluster, namespace string) vars {
-	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: strings.ContainsFunc(cluster, func(r rune) bool {
-		return r == '.' || r == '*' || r >= 'A' && r <= 'Z' || r == ' '
-	})}
+	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: UnsafeClusterName(cluster) != ""}
 }
 
 func (x vars) value(pc piece) string {

@@ -25,6 +25,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,15 +195,39 @@ func printable(v any) any {
 	return v
 }
 
-// buildCerthub builds the certhub binary of this checkout.
-func buildCerthub(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "certhub")
+// binDir holds the certhub binary, built once for the package's tests.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "certhub-argocd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built is the one build of the certhub binary of this checkout.
+var built = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "certhub")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/certhub")
 	build.Dir = filepath.Join("..", "..")
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building certhub: %v\n%s", err, out)
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// buildCerthub returns the certhub binary, built on first use.
+func buildCerthub(t *testing.T) string {
+	t.Helper()
+	bin, err := built()
+	if err != nil {
+		t.Fatalf("building certhub: %v", err)
 	}
 	return bin
 }

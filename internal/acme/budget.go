@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,9 +214,9 @@ func (s *Service) ledger(ci *cmapi.ClusterIssuer) *budget.Ledger {
 	return budget.NewLedger(s.hub, s.live, client.ObjectKey{Namespace: s.opts.Namespace, Name: LedgerPrefix + ci.Name}, s.opts.Clock)
 }
 
-// admit takes the budget of a new order; it returns 0 when admitted, else
-// how long to wait and which limit refused.
-func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key string, due time.Time, dnsNames []string) (time.Duration, string, error) {
+// admit takes the budget of a new order for cluster's namespace; it
+// returns 0 when admitted, else how long to wait and which limit refused.
+func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key, cluster, namespace string, due time.Time, dnsNames []string) (time.Duration, string, error) {
 	lims, err := limits(ci)
 	if err != nil || lims == nil {
 		return 0, "", err
@@ -225,7 +226,11 @@ func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key string
 		c.Check = true // the failure buckets are looked at, not drawn from: a failure draws
 		take = append(take, c)
 	}
-	wait, refused, rem, err := s.ledger(ci).Take(ctx, key, due, take)
+	tenant := budget.Tenant{Cluster: cluster, Namespace: namespace}
+	if s.opts.Weight != nil {
+		tenant.Weight = s.opts.Weight(cluster)
+	}
+	wait, refused, rem, err := s.ledger(ci).Take(ctx, key, tenant, due, take)
 	if err != nil || wait > 0 {
 		return wait, refused, err
 	}
@@ -235,6 +240,19 @@ func (s *Service) admit(ctx context.Context, ci *cmapi.ClusterIssuer, key string
 		}
 	}
 	return 0, "", nil
+}
+
+// giveBack returns the tokens admit took for an order that was not
+// created after all.
+func (s *Service) giveBack(ctx context.Context, ci *cmapi.ClusterIssuer, dnsNames []string) {
+	lims, err := limits(ci)
+	if err != nil || lims == nil {
+		return
+	}
+	take, _ := draws(lims, dnsNames)
+	if err := s.ledger(ci).Give(ctx, take); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "failed to return the tokens of an order not created", "issuer", ci.Name)
+	}
 }
 
 // failed draws one token of each name's authorization failure bucket.
@@ -252,8 +270,10 @@ func (s *Service) failed(ctx context.Context, ci *cmapi.ClusterIssuer, dnsNames 
 	}
 }
 
-// pause stops ci's orders bucket for everyone after a 429 from the CA.
-func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmeapi.Error) time.Duration {
+// pause stops, for every replica, the bucket a CA's 429 names (rateLimit)
+// until its Retry-After (a minute without one); the account's orders only
+// when the CA said so or said nothing we know.
+func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmeapi.Error, dnsNames []string) (time.Duration, string) {
 	wait := time.Minute
 	if err.Header != nil {
 		if v := err.Header.Get("Retry-After"); v != "" {
@@ -265,13 +285,50 @@ func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmea
 		}
 	}
 	wait = max(wait, time.Second)
+	name := rateLimit(err.Detail, dnsNames)
 	lims, lerr := limits(ci)
-	l, ok := lims[LimitOrders]
+	l, ok := lims[kindOf(name)]
 	if lerr != nil || !ok {
-		l = budget.Limit{Capacity: 1, Period: time.Hour} // the CA limits without a budget here: pause anyway
+		l = budget.Limit{Capacity: 1, Period: time.Hour} // the CA limits what we keep no budget for: pause anyway
 	}
-	if perr := s.ledger(ci).Pause(ctx, budget.Draw{Bucket: LimitOrders, Limit: l}, s.opts.Clock.Now().Add(wait)); perr != nil {
-		logr.FromContextOrDiscard(ctx).Error(perr, "failed to pause the issuer's budget", "issuer", ci.Name)
+	if perr := s.ledger(ci).Pause(ctx, budget.Draw{Bucket: name, Limit: l}, s.opts.Clock.Now().Add(wait)); perr != nil {
+		logr.FromContextOrDiscard(ctx).Error(perr, "failed to pause the issuer's budget", "issuer", ci.Name, "bucket", name)
 	}
-	return wait
+	return wait, name
+}
+
+func kindOf(bucket string) string {
+	kind, _, _ := strings.Cut(bucket, ":")
+	return kind
+}
+
+// quoted finds the first "..." in a CA's problem detail.
+var quoted = regexp.MustCompile(`"([^"]+)"`)
+
+// rateLimit is the budget bucket a CA's rateLimited problem names, read as
+// Let's Encrypt (Boulder) writes them ("too many certificates (5) already
+// issued for this exact set of identifiers …", "too many certificates (50)
+// already issued for \"example.com\" …", "too many failed authorizations
+// (5) for \"a.example.com\" …", "too many new orders (300) …", each with a
+// link to its section of the rate-limit documentation). A problem it cannot
+// read pauses the account's orders.
+func rateLimit(detail string, dnsNames []string) string {
+	d := strings.ToLower(detail)
+	name := ""
+	if m := quoted.FindStringSubmatch(detail); m != nil {
+		name = strings.ToLower(m[1])
+	}
+	switch {
+	case strings.Contains(d, "exact set"):
+		return LimitSet + ":" + setHash(dnsNames)
+	case strings.Contains(d, "failed authorization") || strings.Contains(d, "authorization-failures"):
+		if name != "" {
+			return LimitAuthzFailures + ":" + strings.TrimPrefix(name, "*.")
+		}
+	case strings.Contains(d, "registered domain") || strings.Contains(d, "registered-domain") || strings.Contains(d, "already issued for"):
+		if name != "" {
+			return LimitDomain + ":" + registeredDomain(name)
+		}
+	}
+	return LimitOrders
 }

@@ -126,3 +126,21 @@ func TestDescribeBudget(t *testing.T) {
 		t.Errorf("an issuer without a budget: %q, %v", got, err)
 	}
 }
+
+// A 429 pauses the bucket the CA named, read from its problem detail as
+// Let's Encrypt writes them; anything else pauses the account's orders.
+func TestRateLimitNamesTheBucket(t *testing.T) {
+	names := []string{"www.shop.example.com", "shop.example.com"}
+	for _, tc := range []struct{ detail, want string }{
+		{`too many new orders (300) from this account in the last 3h0m0s, retry after 2026-12-03 18:00:00 UTC: see https://letsencrypt.org/docs/rate-limits/#new-orders-per-account`, LimitOrders},
+		{`too many certificates (50) already issued for "example.com" in the last 168h0m0s, retry after 2026-12-04 10:00:00 UTC: see https://letsencrypt.org/docs/rate-limits/#new-certificates-per-registered-domain`, LimitDomain + ":example.com"},
+		{`too many certificates (5) already issued for this exact set of identifiers in the last 168h0m0s, retry after 2026-12-05 10:00:00 UTC: see https://letsencrypt.org/docs/rate-limits/#new-certificates-per-exact-set-of-identifiers`, LimitSet + ":" + setHash(names)},
+		{`too many failed authorizations (5) for "*.shop.example.com" in the last 1h0m0s, retry after 2026-12-03 17:00:00 UTC: see https://letsencrypt.org/docs/rate-limits/#authorization-failures-per-hostname-per-account`, LimitAuthzFailures + ":shop.example.com"},
+		{`slow down`, LimitOrders},
+		{``, LimitOrders},
+	} {
+		if got := rateLimit(tc.detail, names); got != tc.want {
+			t.Errorf("rateLimit(%.60q) = %s, want %s", tc.detail, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/sha256"
@@ -68,28 +69,9 @@ func (o *orderer) Sign(context.Context, issuance.Request) (issuance.Result, erro
 // Order finds or creates the ACMEOrder of this issuance and reports on it;
 // it never waits for the CA (the order controller drives the order).
 func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuance.Result, error) {
-	dnsNames, err := identifiers(&req.Certificate.Spec)
+	name, shared, dnsNames, err := o.identify(req)
 	if err != nil {
 		return issuance.Result{}, err
-	}
-	for _, n := range dnsNames {
-		i, err := chooseSolver(o.ci.Spec.ACME.Solvers, n, req.Certificate.Labels)
-		if err == nil {
-			err = checkSolver(o.ci.Spec.ACME.Solvers[i], i)
-		}
-		if se := (*solverError)(nil); errors.As(err, &se) {
-			return issuance.Result{}, &issuance.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
-		}
-	}
-	if _, err := limits(o.ci); err != nil {
-		return issuance.Result{}, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
-	}
-	name := orderName(o.ci.Name, req, dnsNames)
-	shared := sharesIdentical(o.ci) && req.Key == nil // a key kept by rotationPolicy Never is this Certificate's alone
-	if shared {
-		if name, err = sharedOrderName(o.ci.Name, req, dnsNames); err != nil {
-			return issuance.Result{}, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
-		}
 	}
 	ord := &Order{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
@@ -105,6 +87,14 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		if err != nil {
 			// The key is gone (deleted by hand): this order is of no use.
 			return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
+		}
+		if shared && renews(ord, req.Current) {
+			// This Certificate already has the shared certificate and asks
+			// to replace it: the next generation of the shared order.
+			if err := o.s.deleteOrder(ctx, ord); err != nil {
+				return issuance.Result{}, err
+			}
+			return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
 		}
 		return issuance.Result{ChainPEM: ord.Status.Certificate, PrivateKey: key}, nil
 	case StateErrored:
@@ -136,6 +126,56 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 	}
 }
 
+// InFlight reports whether the hub holds the ACMEOrder of this issuance.
+func (o *orderer) InFlight(ctx context.Context, req issuance.OrderRequest) (bool, error) {
+	name, _, _, err := o.identify(req)
+	if err != nil {
+		return false, nil // Order refuses it: nothing can be running
+	}
+	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, &Order{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+	}
+	return true, nil
+}
+
+// identify checks that req can be ordered from this issuer and names its
+// ACMEOrder, from hub facts and the request alone.
+func (o *orderer) identify(req issuance.OrderRequest) (name string, shared bool, dnsNames []string, err error) {
+	if dnsNames, err = identifiers(&req.Certificate.Spec); err != nil {
+		return "", false, nil, err
+	}
+	for _, n := range dnsNames {
+		i, err := chooseSolver(o.ci.Spec.ACME.Solvers, n, req.Certificate.Labels)
+		if err == nil {
+			err = checkSolver(o.ci.Spec.ACME.Solvers[i], i)
+		}
+		if se := (*solverError)(nil); errors.As(err, &se) {
+			return "", false, nil, &issuance.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
+		}
+	}
+	if _, err := limits(o.ci); err != nil {
+		return "", false, nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
+	}
+	if sharesIdentical(o.ci) && req.Key == nil && !keepsKey(req.Certificate) {
+		if name, err = sharedOrderName(o.ci.Name, req, dnsNames); err != nil {
+			return "", false, nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+		}
+		return name, true, dnsNames, nil
+	}
+	return orderName(o.ci.Name, req, dnsNames), false, dnsNames, nil
+}
+
+// keepsKey reports whether crt keeps its private key across issuances
+// (rotationPolicy Never): such a key is the Certificate's alone, from its
+// first issuance on, and never comes from a shared order.
+func keepsKey(crt *cmapi.Certificate) bool {
+	return crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever
+}
+
 // create writes the order and the Secret holding its leaf key, once the
 // issuer's budget admits it.
 func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int, shared bool) error {
@@ -151,7 +191,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	var refused string
 	if replaces == "" { // an ARI renewal is exempt from the CA's limits (Let's Encrypt's rule)
 		var err error
-		if wait, refused, err = o.s.admit(ctx, o.ci, name, due, dnsNames); err != nil {
+		if wait, refused, err = o.s.admit(ctx, o.ci, name, req.Cluster, req.Certificate.Namespace, due, dnsNames); err != nil {
 			return fmt.Errorf("ClusterIssuer %s budget: %w", o.ci.Name, err)
 		}
 	}
@@ -185,9 +225,13 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
 			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared},
 	}
-	if err := o.s.hub.Create(ctx, ord); apierrors.IsAlreadyExists(err) {
-		return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
-	} else if err != nil {
+	if err := o.s.hub.Create(ctx, ord); err != nil {
+		if replaces == "" {
+			o.s.giveBack(ctx, o.ci, dnsNames) // no order of ours was created: its tokens go back
+		}
+		if apierrors.IsAlreadyExists(err) { // another replica created it meanwhile
+			return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+		}
 		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	sec := &corev1.Secret{
@@ -226,8 +270,11 @@ func sharesIdentical(ci *cmapi.ClusterIssuer) bool {
 
 // sharedOrderName is the same for every Certificate whose request is
 // identical: the issuer, the identifiers, the subject and extensions of
-// the request cert-manager would send, the key parameters and the
-// certificate being replaced — nothing of the Certificate's own identity.
+// the request cert-manager would send and the key parameters — nothing of
+// the Certificate's own identity, and nothing a downstream user can write
+// besides the request itself (not the certificate its Secret holds: a
+// pasted tls.crt must not choose an order). Generations of one shared
+// order follow each other under this name (Order: renews).
 func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string) (string, error) {
 	crt := req.Certificate
 	csr, err := issuance.CertificateRequest(crt)
@@ -249,10 +296,17 @@ func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string
 		}
 		fmt.Fprintf(h, "%s\x00%t\x00%x\x00", e.Id, e.Critical, e.Value)
 	}
-	if req.Current != nil {
-		fmt.Fprintf(h, "%x", req.Current.SerialNumber)
-	}
 	return "shared-" + hex.EncodeToString(h.Sum(nil))[:24], nil
+}
+
+// renews reports whether current is the certificate ord issued: a
+// Certificate that holds it and asks again wants it replaced.
+func renews(ord *Order, current *x509.Certificate) bool {
+	if current == nil {
+		return false
+	}
+	issued, err := pki.DecodeX509CertificateBytes(ord.Status.Certificate)
+	return err == nil && issued.SerialNumber.Cmp(current.SerialNumber) == 0 && bytes.Equal(issued.RawIssuer, current.RawIssuer)
 }
 
 // replacesID is the ARI identifier (RFC 9773) of the certificate a

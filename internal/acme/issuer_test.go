@@ -155,8 +155,9 @@ func TestBackoffDoublesToItsCap(t *testing.T) {
 }
 
 // Identical requests share one order name whoever asks (cluster,
-// namespace, name, UID); another name, key, usage or replaced certificate
-// is another order.
+// namespace, name, UID) and whatever certificate their Secret holds (a
+// pasted tls.crt chooses nothing); another name, key or usage is another
+// order.
 func TestSharedOrderNameIsTheRequest(t *testing.T) {
 	base := func(mutate func(*cmapi.Certificate)) issuance.OrderRequest {
 		c := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1"},
@@ -179,14 +180,13 @@ func TestSharedOrderNameIsTheRequest(t *testing.T) {
 		"another cluster":           {Cluster: "west", Certificate: base(nil).Certificate},
 		"another namespace and UID": base(func(c *cmapi.Certificate) { c.Namespace, c.UID = "blog", "u2" }),
 		"names in another order":    base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"www.example.test", "web.example.test"} }),
+		"a pasted certificate":      {Cluster: "east", Certificate: base(nil).Certificate, Current: &x509.Certificate{SerialNumber: big.NewInt(7)}},
 	}
 	for what, req := range same {
 		if got := name(req); got != want {
 			t.Errorf("%s: %s, want the shared %s", what, got, want)
 		}
 	}
-	renewal := base(nil)
-	renewal.Current = &x509.Certificate{SerialNumber: big.NewInt(7)}
 	other := map[string]issuance.OrderRequest{
 		"other names": base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"web.example.test"} }),
 		"an ECDSA key": base(func(c *cmapi.Certificate) {
@@ -195,7 +195,6 @@ func TestSharedOrderNameIsTheRequest(t *testing.T) {
 		"client auth too": base(func(c *cmapi.Certificate) {
 			c.Spec.Usages = []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageClientAuth}
 		}),
-		"a renewal": renewal,
 	}
 	for what, req := range other {
 		if got := name(req); got == want {

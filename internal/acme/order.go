@@ -188,7 +188,7 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		replaces := next.Spec.Replaces != "" && !next.Status.ReplacesRefused
 		if next.Spec.Replaces != "" && !replaces {
 			// Ordered as new after all: now it takes the budget it skipped.
-			wait, refused, err := s.admit(ctx, ci, next.Name, s.opts.Clock.Now(), next.Spec.DNSNames)
+			wait, refused, err := s.admit(ctx, ci, next.Name, next.Spec.Cluster, next.Spec.Namespace, s.opts.Clock.Now(), next.Spec.DNSNames)
 			if err != nil {
 				return ctrl.Result{}, fmt.Errorf("ClusterIssuer %s budget: %w", ci.Name, err)
 			}
@@ -209,8 +209,8 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 			return ctrl.Result{}, nil
 		}
 		if ae := (*acmeapi.Error)(nil); errors.As(err, &ae) && ae.StatusCode == http.StatusTooManyRequests {
-			wait := s.pause(ctx, ci, ae) // every replica's new orders wait too
-			logr.FromContextOrDiscard(ctx).Info("the ACME server is rate limiting; the issuer's orders pause", "order", next.Name, "retryAfter", wait, "detail", ae.Detail)
+			wait, bucket := s.pause(ctx, ci, ae, next.Spec.DNSNames) // every replica's orders drawing from that bucket wait too
+			logr.FromContextOrDiscard(ctx).Info("the ACME server is rate limiting; what it limits pauses", "order", next.Name, "bucket", bucket, "retryAfter", wait, "detail", ae.Detail)
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		if err != nil {

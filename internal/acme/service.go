@@ -105,6 +105,9 @@ type Options struct {
 	// RenewalInfoInterval defaults to DefaultRenewalInfoInterval; negative
 	// turns ARI off (renewal times then come from the spec alone).
 	RenewalInfoInterval time.Duration
+	// Weight returns a cluster's share of each issuer's rate limits
+	// (budget.WeightLabel); nil: every cluster weighs 1.
+	Weight func(cluster string) float64
 	// Registerer receives the certhub_acme_* metrics. Defaults to
 	// controller-runtime's registry.
 	Registerer prometheus.Registerer

@@ -265,7 +265,10 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if err := provider.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up inventory: %w", err)
 	}
-	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: "certhub/" + Version,
+	weight := func(cluster string) float64 { // each cluster's share of the shared budgets
+		return budget.ParseWeight(provider.ClusterLabels(multicluster.ClusterName(cluster)))
+	}
+	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: "certhub/" + Version, Weight: weight,
 		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
 		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
 	if err != nil {
@@ -292,7 +295,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	}
 	var issuanceBudget certsync.Budget
 	if o.IssuanceRate > 0 {
-		bo := budget.Options{Rate: o.IssuanceRate, Fence: ownership}
+		bo := budget.Options{Rate: o.IssuanceRate, Fence: ownership, Weight: weight}
 		issuanceBudget = budget.New(bo)
 	}
 	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, RenewalAdvice: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Fence: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,

@@ -31,20 +31,27 @@ type Options struct {
 	// takes its Share of Rate (in [0, 1]), so the replicas together keep
 	// the hub-wide rate. Nil, or not a Sharer: all of Rate.
 	Fence fence.Fence
+	// Weight returns a cluster's weight (WeightLabel) for tenants that
+	// bring none; nil: every cluster weighs 1.
+	Weight func(cluster string) float64
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
 
-// Budget is one replica's token bucket with an urgency-ordered waiting room.
+// Budget is one replica's token bucket with a fair waiting room: clusters
+// share it by weight, a cluster's namespaces equally, and a namespace's
+// waiters go nearest due first (fairAhead).
 type Budget struct {
 	opts    Options
 	mu      sync.Mutex
 	tokens  float64
 	last    time.Time
 	waiting map[string]waiter
+	fair    Fairness
 }
 
 type waiter struct {
+	tenant    Tenant
 	due, seen time.Time
 }
 
@@ -68,12 +75,15 @@ func (b *Budget) rate() float64 {
 	return b.opts.Rate * share
 }
 
-// Admit asks for one issuance of key, which must be done by due. It
-// returns 0 when admitted (a token is taken), else how long to wait before
-// asking again.
-func (b *Budget) Admit(key string, due time.Time) time.Duration {
+// Admit asks for one issuance of key, for tenant, which must be done by
+// due. It returns 0 when admitted (a token is taken), else how long to
+// wait before asking again.
+func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 	if b.opts.Rate <= 0 {
 		return 0
+	}
+	if tenant.Weight == 0 && b.opts.Weight != nil {
+		tenant.Weight = b.opts.Weight(tenant.Cluster)
 	}
 	now := b.opts.Clock.Now()
 	b.mu.Lock()
@@ -85,29 +95,32 @@ func (b *Budget) Admit(key string, due time.Time) time.Duration {
 		b.tokens = min(b.tokens+el*rate, max(b.opts.Burst, rate))
 	}
 	b.last = now
-	ahead := 0 // waiters more urgent than key
+	ws := make([]queued, 0, len(b.waiting))
 	for k, w := range b.waiting {
-		switch {
-		case k == key:
-		case now.Sub(w.seen) > StaleAfter:
+		if k != key && now.Sub(w.seen) > StaleAfter {
 			delete(b.waiting, k)
-		case w.due.Before(due) || (w.due.Equal(due) && k < key):
-			ahead++
+			continue
 		}
+		ws = append(ws, queued{key: k, tenant: w.tenant, due: w.due})
 	}
-	overdue := !due.After(now)
-	if overdue || (ahead == 0 && b.tokens >= 1) || (ahead > 0 && b.tokens >= float64(ahead+1)) {
-		b.tokens-- // overdue: may go negative, and the others wait for it to recover
+	q := queued{key: key, tenant: tenant, due: due}
+	ahead := len(b.fair.ahead(ws, q))
+	if b.tokens >= float64(ahead+1) {
+		b.tokens--
+		b.fair.served(ws, q)
 		delete(b.waiting, key)
 		return 0
 	}
-	b.waiting[key] = waiter{due: due, seen: now}
+	b.waiting[key] = waiter{tenant: tenant, due: due, seen: now}
 	if rate <= 0 {
 		return MaxWait
 	}
 	need := float64(ahead+1) - b.tokens
 	wait := time.Duration(need / rate * float64(time.Second))
-	return min(max(wait, minWait), MaxWait, due.Sub(now))
+	if until := due.Sub(now); until > 0 {
+		wait = min(wait, until) // ask again when due: the order may have changed
+	}
+	return min(max(wait, minWait), MaxWait)
 }
 
 // Forget drops key from the waiting room (it no longer needs an issuance).

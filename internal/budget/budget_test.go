@@ -2,11 +2,11 @@ package budget
 
 import (
 	"fmt"
-	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
 var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
@@ -33,8 +33,9 @@ func TestAdmit(t *testing.T) {
 			// a token arrives: "late" asks first but "soon" is ahead of it
 			{time.Second, "late", t0.Add(10 * time.Hour), time.Second}, {time.Second, "soon", hour, 0},
 			{2 * time.Second, "late", t0.Add(10 * time.Hour), 0}}},
-		{"overdue is admitted at once and the others pay", Options{Rate: 1}, []ask{
-			{0, "a", hour, 0}, {0, "overdue", t0, 0}, {0, "b", hour, 2 * time.Second}}},
+		{"overdue goes first in its namespace, and waits for a token like everyone", Options{Rate: 1}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, time.Second}, {0, "overdue", t0, time.Second},
+			{time.Second, "b", hour, time.Second}, {time.Second, "overdue", t0, 0}}},
 		{"a half share halves the rate", Options{Rate: 4, Fence: shareOf(0.5)}, []ask{
 			{0, "a", hour, 0}, {0, "b", hour, 500 * time.Millisecond}}},
 		{"no share: waits the longest", Options{Rate: 4, Fence: shareOf(0)}, []ask{
@@ -51,7 +52,7 @@ func TestAdmit(t *testing.T) {
 			b := New(tc.opts)
 			for i, s := range tc.steps {
 				clk.SetTime(t0.Add(s.at))
-				if got := b.Admit(s.key, s.due); got != s.want {
+				if got := b.Admit(s.key, Tenant{Cluster: "east", Namespace: "shop"}, s.due); got != s.want {
 					t.Fatalf("step %d (%s at +%s): wait %s, want %s", i, s.key, s.at, got, s.want)
 				}
 			}
@@ -77,7 +78,7 @@ func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
 			if now.Before(at) {
 				continue
 			}
-			if w := b.Admit(k, due[k]); w == 0 {
+			if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "shop"}, due[k]); w == 0 {
 				order = append(order, k)
 				delete(next, k)
 			} else {

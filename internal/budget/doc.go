@@ -3,12 +3,19 @@
 // --issuance-rate, so replicas together stay within it without talking to
 // each other, and a replica's share follows ownership as clusters move.
 //
-// Waiting work is ordered by urgency: a caller asks with its due time (when
-// it must be issued at the latest), and a token goes to the most urgent
-// waiter, so 10,000 renewals due in the same hour are served nearest expiry
-// first. A caller whose due time has passed is admitted at once (the budget
-// goes negative and recovers): no certificate waits beyond the fraction of
-// its life the caller states.
+// Waiting work is queued fairly, in the manner of Kubernetes' API Priority
+// and Fairness: clusters share each budget by weight (WeightLabel on their
+// Secret, 1 by default), a cluster's namespaces share its part equally, and
+// within a namespace the nearest due goes first (a caller asks with its due
+// time, when it must be issued at the latest), so 10,000 renewals due in
+// the same hour are served nearest expiry first and one namespace's backlog
+// takes its share, not the budget. What a tenant leaves idle goes to the
+// others. Nobody jumps the queue: an overdue caller is first of its own
+// namespace, not of the hub.
+//
+// The Ledger keeps a hub-wide set of token buckets (an ACME account's rate
+// limits) in one ConfigMap, queued the same way; its size is bounded
+// whatever the number of names and tenants.
 //
 // Contract: Admit never blocks; it returns how long to wait before asking
 // again (at most MaxWait, so a waiter is never forgotten for long), or 0 when

@@ -1,12 +1,15 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,13 +40,28 @@ type Draw struct {
 	Check bool
 }
 
-// LedgerData is the state of a Ledger's ConfigMap key LedgerKey.
+// LedgerData is the state of a Ledger's ConfigMap key LedgerKey. Its
+// size is bounded whatever the number of names and tenants: full buckets
+// are dropped (an absent bucket is full), at most MaxBuckets are kept (the
+// fullest beyond that are folded into their kind's Floor), and at most
+// MaxWaiters waiters, MaxWaitersPerTenant of each tenant, are remembered.
 type LedgerData struct {
 	Buckets map[string]*Bucket `json:"buckets"`
-	// Waiting are the callers refused for want of tokens, by key: the
-	// nearest due goes first.
+	// Limits are the limits of each kind of bucket, as last drawn with
+	// (they refill stored buckets and floors).
+	Limits map[string]Limit `json:"limits,omitempty"`
+	// Waiting are the callers refused for want of tokens, by key: fair
+	// queuing (Fairness) decides who goes first.
 	Waiting map[string]Waiter `json:"waiting,omitempty"`
+	Fairness
 }
+
+// Bounds of LedgerData (about 50 KiB of JSON at most).
+const (
+	MaxBuckets          = 256
+	MaxWaiters          = 128
+	MaxWaitersPerTenant = 4
+)
 
 // Bucket is one bucket's state.
 type Bucket struct {
@@ -56,11 +74,12 @@ type Bucket struct {
 // Waiter is a refused caller.
 type Waiter struct {
 	Due time.Time `json:"due"`
-	// Expires is when it is forgotten unless it asks again: the wait it
-	// was told plus StaleAfter.
+	// Expires is when it is forgotten unless it asks again.
 	Expires time.Time `json:"expires"`
 	// Buckets are the buckets that refused it (sorted).
 	Buckets []string `json:"buckets"`
+	// Tenant is who asked.
+	Tenant Tenant `json:"tenant,omitempty"`
 }
 
 // LedgerKey is the ConfigMap key holding LedgerData.
@@ -74,10 +93,11 @@ const LedgerKey = "ledger.json"
 // Contract: Take never blocks on the budget (only on the API server); it
 // takes one token from each of the draws' buckets, all or none, and returns
 // 0, or how long to wait and the bucket that refused. A caller refused is
-// remembered (by key, with its due time) so that tokens go to the nearest
-// due first across replicas (it holds back only the buckets that refused
-// it); it must ask again within the wait it was told plus StaleAfter or is
-// forgotten. A caller whose due time has passed is not held behind others.
+// remembered (by key, with its tenant and due time) so that tokens are
+// queued fairly across replicas (fairAhead; it holds back only the buckets
+// that refused it); it must ask again within twice the wait it was told
+// plus StaleAfter or is forgotten. A refused caller's retry writes nothing
+// unless its place changed or it is about to be forgotten.
 type Ledger struct {
 	c     client.Client
 	r     client.Reader // the API server, not a cache: the decision needs the latest state
@@ -99,16 +119,17 @@ var ErrContended = errors.New("budget ledger: too many concurrent updates")
 // Take takes one token from every draw's bucket, or none; see Ledger. It
 // also returns the tokens left in the draws' buckets (those the ledger
 // holds), so one read-modify-write serves the decision and the metrics.
-func (l *Ledger) Take(ctx context.Context, key string, due time.Time, draws []Draw) (wait time.Duration, refused string, remaining map[string]float64, err error) {
+func (l *Ledger) Take(ctx context.Context, key string, tenant Tenant, due time.Time, draws []Draw) (wait time.Duration, refused string, remaining map[string]float64, err error) {
 	err = l.update(ctx, func(d *LedgerData, now time.Time) bool {
-		wait, refused = take(d, now, key, due, draws)
+		var changed bool
+		wait, refused, changed = take(d, now, key, tenant, due, draws)
 		remaining = map[string]float64{}
 		for _, dr := range draws {
-			if b, ok := d.Buckets[dr.Bucket]; ok {
-				remaining[dr.Bucket] = b.Tokens
+			if !dr.Check {
+				remaining[dr.Bucket] = peek(d, dr, now)
 			}
 		}
-		return true
+		return changed
 	})
 	return wait, refused, remaining, err
 }
@@ -118,9 +139,11 @@ func (l *Ledger) Take(ctx context.Context, key string, due time.Time, draws []Dr
 func (l *Ledger) Give(ctx context.Context, draws []Draw) error {
 	return l.update(ctx, func(d *LedgerData, now time.Time) bool {
 		for _, dr := range draws {
+			d.Limits[kindOf(dr.Bucket)] = dr.Limit
 			b := bucket(d, dr, now)
 			b.Tokens = math.Min(b.Tokens+1, dr.Limit.Capacity)
 		}
+		compact(d, now)
 		return true
 	})
 }
@@ -130,9 +153,11 @@ func (l *Ledger) Give(ctx context.Context, draws []Draw) error {
 func (l *Ledger) Spend(ctx context.Context, draws []Draw) error {
 	return l.update(ctx, func(d *LedgerData, now time.Time) bool {
 		for _, dr := range draws {
+			d.Limits[kindOf(dr.Bucket)] = dr.Limit
 			b := bucket(d, dr, now)
 			b.Tokens = math.Max(b.Tokens-1, -dr.Limit.Capacity)
 		}
+		compact(d, now)
 		return true
 	})
 }
@@ -140,12 +165,13 @@ func (l *Ledger) Spend(ctx context.Context, draws []Draw) error {
 // Pause stops bucket for everyone until until (a 429 with Retry-After).
 func (l *Ledger) Pause(ctx context.Context, draw Draw, until time.Time) error {
 	return l.update(ctx, func(d *LedgerData, now time.Time) bool {
-		b := bucket(d, draw, now)
-		if b.PausedUntil != nil && !b.PausedUntil.Before(until) {
+		if b, ok := d.Buckets[draw.Bucket]; ok && b.PausedUntil != nil && !b.PausedUntil.Before(until) {
 			return false
 		}
+		d.Limits[kindOf(draw.Bucket)] = draw.Limit
 		u := until.UTC()
-		b.PausedUntil = &u
+		bucket(d, draw, now).PausedUntil = &u
+		compact(d, now)
 		return true
 	})
 }
@@ -167,94 +193,147 @@ func (l *Ledger) Snapshot(ctx context.Context, limit func(bucket string) (Limit,
 	return d, nil
 }
 
-// take is Take's decision on d, pure but for d.
-func take(d *LedgerData, now time.Time, key string, due time.Time, draws []Draw) (time.Duration, string) {
-	for k, w := range d.Waiting {
-		if now.After(w.Expires) {
-			delete(d.Waiting, k)
+// take is Take's decision on d, pure but for d; changed reports whether d
+// must be written.
+func take(d *LedgerData, now time.Time, key string, tenant Tenant, due time.Time, draws []Draw) (time.Duration, string, bool) {
+	for _, dr := range draws {
+		if !dr.Check {
+			d.Limits[kindOf(dr.Bucket)] = dr.Limit
 		}
 	}
-	overdue := !due.After(now)
 	var worst time.Duration
 	refused := ""
 	var refusing []string
+	refuse := func(bucket string, w time.Duration) {
+		refusing = append(refusing, bucket)
+		if w > worst || refused == "" {
+			worst, refused = w, bucket
+		}
+	}
+	var order map[string]bool // the remembered waiters fair queuing serves before this caller (computed once, when needed)
 	for _, dr := range draws {
-		if dr.Check {
-			b, ok := d.Buckets[dr.Bucket] // an absent bucket is full: nothing to keep
-			if !ok {
-				continue
+		if dr.Check { // a bucket drawn from by Spend only: it must hold a token
+			if tokens := peek(d, dr, now); tokens < 1 {
+				refuse(dr.Bucket, time.Duration((1-tokens)/dr.Limit.rate()*float64(time.Second)))
 			}
-			refill(b, dr.Limit, now)
-			if b.Tokens < 1 {
-				refusing = append(refusing, dr.Bucket)
-				if w := time.Duration((1 - b.Tokens) / dr.Limit.rate() * float64(time.Second)); w > worst || refused == "" {
-					worst, refused = w, dr.Bucket
+			continue
+		}
+		if b, ok := d.Buckets[dr.Bucket]; ok && b.PausedUntil != nil && now.Before(*b.PausedUntil) {
+			refuse(dr.Bucket, b.PausedUntil.Sub(now))
+			continue
+		}
+		tokens, need := peek(d, dr, now), 1.0
+		if d.queuedFor(now, key, dr.Bucket) { // the queue ahead also sets the wait: waiters ask again about when their turn comes
+			if order == nil {
+				order = d.before(now, queued{key: key, tenant: tenant, due: due})
+			}
+			for k := range order {
+				if slices.Contains(d.Waiting[k].Buckets, dr.Bucket) {
+					need++
 				}
 			}
-			continue
 		}
-		b := bucket(d, dr, now)
-		if b.PausedUntil != nil && now.Before(*b.PausedUntil) {
-			refusing = append(refusing, dr.Bucket)
-			if w := b.PausedUntil.Sub(now); w > worst || refused == "" {
-				worst, refused = w, dr.Bucket
-			}
-			continue
-		}
-		need := 1.0
-		if !overdue {
-			need += float64(ahead(d, key, due, dr.Bucket))
-		}
-		if b.Tokens < need {
-			refusing = append(refusing, dr.Bucket)
-			w := time.Duration((need - b.Tokens) / dr.Limit.rate() * float64(time.Second))
-			if w > worst || refused == "" {
-				worst, refused = w, dr.Bucket
-			}
+		if tokens < need {
+			refuse(dr.Bucket, time.Duration((need-tokens)/dr.Limit.rate()*float64(time.Second)))
 		}
 	}
 	if refused != "" {
 		sort.Strings(refusing)
 		worst = max(worst, minWait)
-		d.Waiting[key] = Waiter{Due: due.UTC(), Expires: now.Add(worst + StaleAfter).UTC(), Buckets: refusing}
-		return worst, refused
+		w := Waiter{Due: due.UTC(), Expires: now.Add(2*worst + StaleAfter).UTC(), Buckets: refusing, Tenant: tenant}
+		if old, ok := d.Waiting[key]; ok && old.Due.Equal(w.Due) && old.Tenant == w.Tenant && slices.Equal(old.Buckets, w.Buckets) &&
+			!old.Expires.Before(now.Add(worst+StaleAfter/2)) {
+			return worst, refused, false // its place is kept: nothing to write
+		}
+		if !remembered(d, now, key, w) {
+			return worst, refused, false // its tenant's nearest due are remembered: it ranks after them anyway
+		}
+		d.Waiting[key] = w
+		d.trim(tenant)
+		compact(d, now)
+		return worst, refused, true
 	}
 	for _, dr := range draws {
 		if !dr.Check {
-			d.Buckets[dr.Bucket].Tokens--
+			bucket(d, dr, now).Tokens--
 		}
 	}
+	d.served(d.waiters(now), queued{key: key, tenant: tenant, due: due})
 	delete(d.Waiting, key)
-	return 0, ""
+	compact(d, now)
+	return 0, "", true
 }
 
-// ahead counts the waiters for bucket due before key.
-func ahead(d *LedgerData, key string, due time.Time, bucket string) int {
+// remembered reports whether w would be among its tenant's
+// MaxWaitersPerTenant nearest due (compact keeps those).
+func remembered(d *LedgerData, now time.Time, key string, w Waiter) bool {
 	n := 0
-	for k, w := range d.Waiting {
-		if k == key || !contains(w.Buckets, bucket) {
-			continue
-		}
-		if w.Due.Before(due) || (w.Due.Equal(due) && k < key) {
+	for k, o := range d.Waiting {
+		if k != key && now.Before(o.Expires) && o.Tenant.Cluster == w.Tenant.Cluster && o.Tenant.Namespace == w.Tenant.Namespace &&
+			(o.Due.Before(w.Due) || (o.Due.Equal(w.Due) && k < key)) {
 			n++
 		}
 	}
-	return n
+	return n < MaxWaitersPerTenant
 }
 
-func contains(list []string, s string) bool {
-	i := sort.SearchStrings(list, s)
-	return i < len(list) && list[i] == s
+// before is the set of remembered waiters that fair queuing serves before
+// q (one order over every waiter of the ledger, whichever buckets refused
+// them).
+func (d *LedgerData) before(now time.Time, q queued) map[string]bool {
+	ws := d.waiters(now)
+	out := map[string]bool{}
+	for _, k := range d.ahead(ws, q) {
+		out[k] = true
+	}
+	return out
 }
 
-// bucket returns draw's bucket in d, refilled to now (new buckets start full).
+// queuedFor reports whether a waiter other than key waits for bucket.
+func (d *LedgerData) queuedFor(now time.Time, key, bucket string) bool {
+	for k, w := range d.Waiting {
+		if k != key && now.Before(w.Expires) && slices.Contains(w.Buckets, bucket) {
+			return true
+		}
+	}
+	return false
+}
+
+// waiters are the waiters remembered now, as fair queuing sees them.
+func (d *LedgerData) waiters(now time.Time) []queued {
+	var ws []queued
+	for k, w := range d.Waiting {
+		if now.Before(w.Expires) {
+			ws = append(ws, queued{key: k, tenant: w.Tenant, due: w.Due})
+		}
+	}
+	return ws
+}
+
+// kindOf is a bucket's kind: "domain:example.com" → "domain".
+func kindOf(bucket string) string {
+	kind, _, _ := strings.Cut(bucket, ":")
+	return kind
+}
+
+// peek is the tokens draw's bucket holds now, without storing anything
+// (a bucket not stored is full).
+func peek(d *LedgerData, draw Draw, now time.Time) float64 {
+	if b, ok := d.Buckets[draw.Bucket]; ok {
+		refill(b, draw.Limit, now)
+		return b.Tokens
+	}
+	return draw.Limit.Capacity
+}
+
+// bucket returns draw's bucket in d, refilled to now, storing it if new.
 func bucket(d *LedgerData, draw Draw, now time.Time) *Bucket {
+	tokens := peek(d, draw, now)
 	b, ok := d.Buckets[draw.Bucket]
 	if !ok {
-		b = &Bucket{Tokens: draw.Limit.Capacity, Last: now.UTC()}
+		b = &Bucket{Tokens: tokens, Last: now.UTC()}
 		d.Buckets[draw.Bucket] = b
 	}
-	refill(b, draw.Limit, now)
 	return b
 }
 
@@ -263,6 +342,102 @@ func refill(b *Bucket, lim Limit, now time.Time) {
 		b.Tokens = math.Min(b.Tokens+el*lim.rate(), lim.Capacity)
 		b.Last = now.UTC()
 	}
+}
+
+// compact bounds d (see LedgerData), cheaply unless it is over a bound:
+// forgotten waiters go; over MaxBuckets, full buckets go and then the
+// fullest per-name buckets (down to 7/8 of it, so that the next draws do
+// not sort again); over MaxWaiters, the largest backlogs lose their least
+// urgent waiters. A waiter not remembered loses no place it is owed:
+// fair queuing ranks it after its tenant's remembered waiters, where it
+// would be anyway.
+func compact(d *LedgerData, now time.Time) {
+	for k, w := range d.Waiting {
+		if !now.Before(w.Expires) {
+			delete(d.Waiting, k)
+		}
+	}
+	if len(d.Buckets) > MaxBuckets {
+		for name, b := range d.Buckets {
+			lim, ok := d.Limits[kindOf(name)]
+			if !ok {
+				delete(d.Buckets, name) // a limit no longer drawn with
+				continue
+			}
+			refill(b, lim, now)
+			if b.PausedUntil != nil && !now.Before(*b.PausedUntil) {
+				b.PausedUntil = nil
+			}
+			if b.PausedUntil == nil && b.Tokens >= lim.Capacity {
+				delete(d.Buckets, name)
+			}
+		}
+		over := len(d.Buckets) - MaxBuckets*7/8 // room for the next ones: not a sweep per draw
+		var names []string
+		for name, b := range d.Buckets {
+			if b.PausedUntil == nil && strings.Contains(name, ":") { // account-wide buckets stay
+				names = append(names, name)
+			}
+		}
+		fullness := func(name string) float64 { return d.Buckets[name].Tokens / d.Limits[kindOf(name)].Capacity }
+		slices.SortFunc(names, func(a, b string) int {
+			if c := cmp.Compare(fullness(b), fullness(a)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, name := range names[:max(0, min(over, len(names)))] {
+			delete(d.Buckets, name)
+		}
+	}
+	if len(d.Waiting) > MaxWaiters {
+		type ns struct{ cluster, namespace string }
+		count := map[ns]int{}
+		for _, w := range d.Waiting {
+			count[ns{w.Tenant.Cluster, w.Tenant.Namespace}]++
+		}
+		for len(d.Waiting) > MaxWaiters {
+			victim := ""
+			var vt ns
+			for k, w := range d.Waiting { // the least urgent of the largest backlog
+				t := ns{w.Tenant.Cluster, w.Tenant.Namespace}
+				if victim == "" || count[t] > count[vt] || (count[t] == count[vt] && d.urgency(k, victim) > 0) {
+					victim, vt = k, t
+				}
+			}
+			delete(d.Waiting, victim)
+			count[vt]--
+		}
+	}
+}
+
+// urgency orders waiters' keys nearest due first.
+func (d *LedgerData) urgency(a, b string) int {
+	if c := d.Waiting[a].Due.Compare(d.Waiting[b].Due); c != 0 {
+		return c
+	}
+	return cmp.Compare(a, b)
+}
+
+// trim keeps tenant's MaxWaitersPerTenant most urgent waiters.
+func (d *LedgerData) trim(tenant Tenant) {
+	var keys []string
+	for k, w := range d.Waiting {
+		if w.Tenant.Cluster == tenant.Cluster && w.Tenant.Namespace == tenant.Namespace {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) <= MaxWaitersPerTenant {
+		return
+	}
+	slices.SortFunc(keys, d.urgency)
+	for _, k := range keys[MaxWaitersPerTenant:] {
+		delete(d.Waiting, k)
+	}
+}
+
+func emptyLedger() *LedgerData {
+	return &LedgerData{Buckets: map[string]*Bucket{}, Waiting: map[string]Waiter{}, Limits: map[string]Limit{}}
 }
 
 // update applies mutate to the latest state and writes it, retrying on
@@ -304,7 +479,7 @@ func (l *Ledger) update(ctx context.Context, mutate func(*LedgerData, time.Time)
 }
 
 func (l *Ledger) read(ctx context.Context) (*LedgerData, *corev1.ConfigMap, error) {
-	d := &LedgerData{Buckets: map[string]*Bucket{}, Waiting: map[string]Waiter{}}
+	d := emptyLedger()
 	cm := &corev1.ConfigMap{}
 	if err := l.r.Get(ctx, l.key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -323,6 +498,9 @@ func (l *Ledger) read(ctx context.Context) (*LedgerData, *corev1.ConfigMap, erro
 	}
 	if d.Waiting == nil {
 		d.Waiting = map[string]Waiter{}
+	}
+	if d.Limits == nil {
+		d.Limits = map[string]Limit{}
 	}
 	return d, cm, nil
 }

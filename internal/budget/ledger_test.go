@@ -70,20 +70,21 @@ func TestLedger(t *testing.T) {
 			{key: "soon", due: week, draws: []Draw{orders}, admitted: true},
 			{advance: 20 * time.Minute, key: "late", due: 2 * week, draws: []Draw{orders}, admitted: true},
 		}},
-		{name: "an overdue caller is not held behind the queue", steps: []step{
+		{name: "an overdue caller goes first in its namespace", steps: []step{
 			{key: "a", draws: []Draw{orders}, admitted: true},
 			{key: "b", draws: []Draw{orders}, admitted: true},
 			{key: "c", draws: []Draw{orders}, admitted: true},
-			{key: "soon", due: time.Minute, draws: []Draw{orders}, refused: "orders"},
+			{key: "later", due: week, draws: []Draw{orders}, refused: "orders"},
 			{advance: 20 * time.Minute, key: "overdue", due: -time.Second, draws: []Draw{orders}, admitted: true},
+			{key: "later", due: week, draws: []Draw{orders}, refused: "orders"},
 		}},
-		{name: "a waiter that stops asking is forgotten after its wait and StaleAfter", steps: []step{
+		{name: "a waiter that stops asking is forgotten after twice its wait and StaleAfter", steps: []step{
 			{key: "a", draws: []Draw{orders}, admitted: true},
 			{key: "b", draws: []Draw{orders}, admitted: true},
 			{key: "c", draws: []Draw{orders}, admitted: true},
 			{key: "gone", due: time.Hour, draws: []Draw{orders}, refused: "orders"},
 			{advance: 20 * time.Minute, key: "late", due: 2 * week, draws: []Draw{orders}, refused: "orders"}, // "gone" is still expected back
-			{advance: StaleAfter + time.Second, key: "late", due: 2 * week, draws: []Draw{orders}, admitted: true},
+			{advance: 20*time.Minute + StaleAfter + time.Second, key: "late", due: 2 * week, draws: []Draw{orders}, admitted: true},
 		}},
 		{name: "a pause (429 Retry-After) stops the bucket for everyone, full or not", steps: []step{
 			{pause: 10 * time.Minute},
@@ -135,7 +136,7 @@ func TestLedger(t *testing.T) {
 				if due == 0 {
 					due = week
 				}
-				wait, refused, _, err := l.Take(ctx, s.key, clk.Now().Add(due), s.draws)
+				wait, refused, _, err := l.Take(ctx, s.key, Tenant{Cluster: "east", Namespace: "shop"}, clk.Now().Add(due), s.draws)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -165,7 +166,7 @@ func TestLedgerIsSharedByConcurrentReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 10 {
-				wait, _, _, err := l.Take(ctx, string(rune('a'+r))+string(rune('0'+i)), clk.Now().Add(-time.Second), []Draw{limit})
+				wait, _, _, err := l.Take(ctx, string(rune('a'+r))+string(rune('0'+i)), Tenant{Cluster: "east", Namespace: "shop"}, clk.Now().Add(-time.Second), []Draw{limit})
 				if err != nil {
 					t.Error(err)
 					return

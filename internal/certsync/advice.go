@@ -6,6 +6,8 @@ import (
 	"time"
 
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -28,8 +30,18 @@ type advice struct {
 	recheck time.Time
 }
 
+// askAdvice asks a for cert's renewal time. The Certificate's renewal
+// windows (spec.renewal.windows) apply to the CA's time, as cert-manager
+// 1.21 applies them after ARI: the renewal happens in the first window
+// that opens before it, else the first after it.
 func askAdvice(ctx context.Context, a RenewalAdvisor, t *target, cert *x509.Certificate) advice {
 	at, ok, recheck := a.RenewalTime(ctx, string(t.name), t.crt.Namespace, t.crt.Name, t.crt.Spec.IssuerRef, cert)
+	if ok && t.crt.Spec.Renewal != nil && len(t.crt.Spec.Renewal.Windows) > 0 {
+		ari := &acmeapi.RenewalInfoResponse{SuggestedWindow: acmeapi.RenewalInfoWindow{Start: at, End: at}}
+		if rt, err := pki.RenewalTime(cert.NotBefore, cert.NotAfter, nil, nil, t.crt.Spec.Renewal, pki.WithARIInfo(ari)); err == nil && rt != nil {
+			at = rt.Time
+		}
+	}
 	return advice{cert: cert, at: at, ok: ok, recheck: recheck}
 }
 

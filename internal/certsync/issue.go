@@ -123,7 +123,7 @@ func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Er
 // Ready=False with the CA's error; an issued one is written like a signed one.
 func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (reconcile.Result, error) {
 	crt := t.crt
-	res, err := o.Order(ctx, issuance.OrderRequest{Cluster: string(t.name), Certificate: crt, Template: t.template, Key: key, Current: st.cert})
+	res, err := o.Order(ctx, orderRequest(t, key, st))
 	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
 		wait := reconcile.Result{RequeueAfter: max(p.RetryAfter, 100*time.Millisecond)}
 		if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == p.Reason && c.Message == p.Message {

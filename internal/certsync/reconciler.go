@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -49,6 +48,7 @@ type target struct {
 	advice advice // the CA's renewal time for the current certificate (Options.RenewalAdvice)
 
 	override     issuance.Issuer   // a CA rotation's new CA signs for this cluster (Options.Rotation)
+	ordering     bool              // the hub holds an order of this issuance (issuance.Orderer.InFlight): admitted before
 	template     *x509.Certificate // what is signed: the template the policy allowed, constrained by it
 	violation    bool              // an issued certificate the policies no longer allow
 	violationMsg string            // why
@@ -129,6 +129,9 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		// not revoked, but flagged (condition, metric, certhub status).
 		t.violation = !decision.Allowed
 		t.violationMsg = decision.Message
+		if na := d.state.cert.NotAfter; !in.now.Before(na) { // only with renewal disabled: kept, but not ready (cert-manager's readiness)
+			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonExpired, "Certificate expired on "+na.Format(time.RFC1123))
+		}
 		return r.setReady(ctx, t, d.state.cert, 0)
 	}
 	if !decision.Allowed {
@@ -140,13 +143,14 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if !g.allow {
 		return r.pauseLoop(ctx, t, g, d.reason, d.message, now)
 	}
-	if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending {
-		// Admitted when its order was created; now only asking after it.
+	if t.ordering {
+		// Admitted when its order was created (the hub holds it); now only
+		// asking after it.
 		log.V(1).Info("asking after the order", "message", d.message)
 		return r.issue(ctx, t, in.secret, d.state, in.passwords, g.record)
 	}
 	if r.opts.Budget != nil {
-		if wait := r.opts.Budget.Admit(budgetKey(t), r.budgetDue(crt, d.state)); wait > 0 {
+		if wait := r.opts.Budget.Admit(budgetKey(t), budget.Tenant{Cluster: string(t.name), Namespace: crt.Namespace}, r.budgetDue(crt, d.state)); wait > 0 {
 			return r.waitForBudget(ctx, t, wait, d.reason)
 		}
 	}
@@ -238,7 +242,7 @@ func budgetKey(t *target) string {
 // without one, soon after the Certificate was created.
 func (r *reconciler) budgetDue(crt *cmapi.Certificate, st *secretState) time.Time {
 	if st != nil && st.cert != nil {
-		if rt, err := renewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && st.cert.NotAfter.After(rt.Time) {
+		if rt, err := renewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && rt != nil && st.cert.NotAfter.After(rt.Time) {
 			rest := st.cert.NotAfter.Sub(rt.Time)
 			return rt.Add(time.Duration(r.opts.MaxBudgetDelay * float64(rest)))
 		}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -486,7 +487,7 @@ type fakeBudget struct {
 	forgot []string
 }
 
-func (b *fakeBudget) Admit(_ string, due time.Time) time.Duration {
+func (b *fakeBudget) Admit(_ string, _ budget.Tenant, due time.Time) time.Duration {
 	b.asked = append(b.asked, due)
 	if b.open {
 		return 0
@@ -538,5 +539,71 @@ func TestReconcileWaitsForTheBudget(t *testing.T) {
 	rt, na := got.Status.RenewalTime.Time, got.Status.NotAfter.Time
 	if want := rt.Add(na.Sub(rt) / 2); len(b.asked) != 1 || !b.asked[0].Equal(want) {
 		t.Errorf("renewal asked with due %v, want %s", b.asked, want)
+	}
+}
+
+// A status is output, never input: Issuing=True with reason OrderPending
+// written by a downstream user, with no order in the hub, neither triggers
+// an issuance of an up-to-date Certificate nor lets a new one skip the
+// budget.
+func TestForgedOrderPendingGetsNothing(t *testing.T) {
+	forge := func(h *reconcilerHarness) {
+		t.Helper()
+		crt := h.certificate("web")
+		apiutil.SetCertificateCondition(crt, crt.Generation, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, issuance.ReasonOrderPending, "forged")
+		if err := h.c.Status().Update(context.Background(), crt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("up to date", func(t *testing.T) {
+		h := newReconcilerHarness(t, nil, testCertificate())
+		h.reconcile("web")
+		version := h.secret("web-tls").ResourceVersion
+		forge(h)
+		h.reconcile("web")
+		got := h.certificate("web")
+		if h.secret("web-tls").ResourceVersion != version || rev(got) != 1 {
+			t.Errorf("a forged OrderPending issued again (revision %d)", rev(got))
+		}
+		if c := apiutil.GetCertificateCondition(got, cmapi.CertificateConditionIssuing); c != nil {
+			t.Errorf("the forged condition stays: %+v", c)
+		}
+	})
+	t.Run("new", func(t *testing.T) {
+		crt := testCertificate()
+		crt.CreationTimestamp = metav1.NewTime(time.Now())
+		h := newReconcilerHarness(t, nil, crt)
+		b := &fakeBudget{wait: time.Second}
+		h.r.opts.Budget = b
+		forge(h)
+		h.reconcile("web")
+		if len(b.asked) != 1 || h.secret("web-tls") != nil {
+			t.Errorf("budget asked %d times, Secret written %v: a forged OrderPending skipped the budget", len(b.asked), h.secret("web-tls") != nil)
+		}
+	})
+}
+
+// renewal.policy Disabled (cert-manager 1.21): issued once, no renewal
+// time, no requeue, and still after its renewal time and its expiry.
+func TestRenewalDisabledIsIssuedOnceAndStaysStill(t *testing.T) {
+	crt := testCertificate()
+	crt.Spec.Renewal = &cmapi.CertificateRenewal{Policy: cmapi.CertificateRenewalPolicyDisabled}
+	h := newReconcilerHarness(t, nil, crt)
+	if res := h.reconcile("web"); res.RequeueAfter != 0 {
+		t.Errorf("requeued after %s with renewal disabled", res.RequeueAfter)
+	}
+	got := h.certificate("web")
+	if c := ready(got); c == nil || c.Status != cmmeta.ConditionTrue || rev(got) != 1 || got.Status.RenewalTime != nil {
+		t.Fatalf("status %+v", got.Status)
+	}
+	for _, at := range []time.Time{got.Status.NotAfter.Add(-time.Minute), got.Status.NotAfter.Add(time.Hour)} {
+		h.clk.SetTime(at)
+		h.reconcile("web")
+		if r := rev(h.certificate("web")); r != 1 {
+			t.Fatalf("at %s: revision %d, want 1 (never renewed)", at, r)
+		}
+	}
+	if c := ready(h.certificate("web")); c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != ReasonExpired {
+		t.Errorf("expired with renewal disabled: Ready %+v, want False, %s", c, ReasonExpired)
 	}
 }

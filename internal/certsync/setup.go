@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -81,12 +82,12 @@ type Rotation interface {
 	Subscribe(fn func())
 }
 
-// Budget admits issuances at the hub's rate, most urgent first.
-// *budget.Budget implements it.
+// Budget admits issuances at the hub's rate, shared fairly by cluster and
+// namespace. *budget.Budget implements it.
 type Budget interface {
-	// Admit returns 0 when key may be issued now, else how long to wait;
-	// due is when it must be issued at the latest.
-	Admit(key string, due time.Time) time.Duration
+	// Admit returns 0 when key, of tenant, may be issued now, else how
+	// long to wait; due is when it must be issued at the latest.
+	Admit(key string, tenant budget.Tenant, due time.Time) time.Duration
 	// Forget says key no longer waits.
 	Forget(key string)
 }

@@ -123,6 +123,9 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if rt == nil {
+		return reconcile.Result{}, nil // renewal disabled: nothing to wake up for
+	}
 	next := rt.Time
 	if t.advice.cert == cert && !t.advice.recheck.IsZero() && t.advice.recheck.Before(next) {
 		next = t.advice.recheck // ask the CA again before then

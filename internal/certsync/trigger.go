@@ -13,6 +13,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/cespare/xxhash/v2"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -164,17 +165,27 @@ func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 }
 
 func currentCertificateNearingExpiry(in input, st *secretState) (string, string, bool) {
+	if renewalDisabled(in.crt) {
+		return "", "", false // cert-manager 1.21: renewal.policy Disabled renews never, expired or not (a manual trigger still issues)
+	}
 	if !in.now.Before(st.cert.NotAfter) {
 		return ReasonExpired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
 	}
 	rt, err := renewalTime(in.crt, st.cert, in.jitter)
-	if err == nil && !in.now.Before(rt.Time) {
+	if err == nil && rt != nil && !in.now.Before(rt.Time) {
 		return ReasonRenewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
 	}
 	return "", "", false
 }
 
-// renewalTime is when cert should be renewed, by cert-manager's rules.
+// renewalDisabled reports whether crt asks never to be renewed
+// (spec.renewal.policy Disabled).
+func renewalDisabled(crt *cmapi.Certificate) bool {
+	return crt.Spec.Renewal != nil && crt.Spec.Renewal.Policy == cmapi.CertificateRenewalPolicyDisabled
+}
+
+// renewalTime is when cert should be renewed, by cert-manager's rules; nil
+// when its renewal is disabled.
 func renewalTime(crt *cmapi.Certificate, cert *x509.Certificate, jitter float64) (*metav1.Time, error) {
 	rt, err := pki.RenewalTime(cert.NotBefore, cert.NotAfter, crt.Spec.RenewBefore, crt.Spec.RenewBeforePercentage, crt.Spec.Renewal)
 	if err != nil || jitter <= 0 || rt == nil || !cert.NotAfter.After(rt.Time) {
@@ -227,6 +238,19 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: live, now: now, jitter: r.opts.RenewalJitter})
 		}
 	}
+	if reissue && claimsOrder(crt) {
+		// A status is output, never input: only the hub's own order shows
+		// that this issuance was admitted and runs.
+		inFlight, err := r.orderInFlight(ctx, t, st)
+		if err != nil {
+			return decision{}, true, reconcile.Result{}, err
+		}
+		t.ordering = inFlight
+		if !inFlight && reason == issuance.ReasonOrderPending {
+			logr.FromContextOrDiscard(ctx).Info("ignoring an Issuing condition that claims an order the hub does not hold", "condition", message)
+			reissue, reason, message = false, "", ""
+		}
+	}
 	if r.opts.Rotation != nil {
 		iss, ca, ok, err := r.opts.Rotation.Override(ctx, t.name, crt.Spec.IssuerRef)
 		if err != nil {
@@ -240,7 +264,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			}
 		}
 	}
-	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil {
+	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil && !renewalDisabled(crt) {
 		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
 		if t.advice.ok && !now.Before(t.advice.at) {
 			reissue, reason = true, ReasonRenewing
@@ -248,4 +272,40 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 		}
 	}
 	return decision{reissue: reissue, reason: reason, message: message, state: st}, false, reconcile.Result{}, nil
+}
+
+// claimsOrder reports whether crt's status says an order of the hub runs
+// for it (Issuing=True, reason OrderPending): a claim to check, since a
+// downstream user can write it.
+func claimsOrder(crt *cmapi.Certificate) bool {
+	c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing)
+	return c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending
+}
+
+// orderInFlight asks crt's issuer, when it orders (ACME), whether the hub
+// holds the order of this issuance. Issuers that sign at once hold none.
+func (r *reconciler) orderInFlight(ctx context.Context, t *target, st *secretState) (bool, error) {
+	iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader())
+	if err != nil {
+		return false, nil //nolint:nilerr // the issuance reports the issuer's error on the Certificate
+	}
+	o, ok := iss.(issuance.Orderer)
+	if !ok {
+		return false, nil
+	}
+	return o.InFlight(ctx, orderRequest(t, nil, st))
+}
+
+// orderRequest is the issuance asked of an Orderer. Current, the
+// certificate replaced, is the Secret's only when the Secret also holds its
+// private key: a pasted tls.crt proves nothing, and must not lend its
+// identity to the order (its name, its ARI replacement).
+func orderRequest(t *target, key crypto.Signer, st *secretState) issuance.OrderRequest {
+	req := issuance.OrderRequest{Cluster: string(t.name), Certificate: t.crt, Template: t.template, Key: key}
+	if st != nil && st.cert != nil && st.key != nil {
+		if ok, err := pki.PublicKeyMatchesCertificate(st.key.Public(), st.cert); err == nil && ok {
+			req.Current = st.cert
+		}
+	}
+	return req
 }

@@ -78,9 +78,15 @@ type Result struct {
 // anything slow. While the order runs it returns a *Pending (call again
 // after RetryAfter); when the order failed, an *Error with the CA's reason;
 // when issued, the Result with the key it holds.
+//
+// InFlight reports whether the hub holds an order of this issuance (in any
+// state): the only evidence that an issuance was admitted and is running.
+// A Certificate's status saying so is no evidence (a downstream user can
+// write it); callers that skip their budget for a running order ask here.
 type Orderer interface {
 	Issuer
 	Order(ctx context.Context, req OrderRequest) (Result, error)
+	InFlight(ctx context.Context, req OrderRequest) (bool, error)
 }
 
 // OrderRequest is what an Orderer orders: one issuance of one downstream

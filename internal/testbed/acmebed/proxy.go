@@ -1,15 +1,21 @@
 package acmebed
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,6 +33,7 @@ type Proxy struct {
 	inject func(attempt int) (retryAfter time.Duration, limited bool)
 
 	mu       sync.Mutex
+	domains  map[string]time.Duration // registered domains answered 429 (LimitDomain)
 	attempts int
 	orders   []time.Time // new orders Pebble accepted, when
 	limited  int
@@ -62,6 +69,18 @@ func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, lim
 	}
 	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
+			if domain, wait, ok := p.limitedDomain(r); ok {
+				p.mu.Lock()
+				p.limited++
+				p.mu.Unlock()
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+				w.WriteHeader(http.StatusTooManyRequests)
+				// As Let's Encrypt words its per-registered-domain limit.
+				_, _ = fmt.Fprintf(w, `{"type":"urn:ietf:params:acme:error:rateLimited","detail":"too many certificates (50) already issued for \"%s\" in the last 168h0m0s, retry after %s: see https://letsencrypt.org/docs/rate-limits/#new-certificates-per-registered-domain","status":429}`,
+					domain, time.Now().Add(wait).UTC().Format("2006-01-02 15:04:05 UTC"))
+				return
+			}
 			p.mu.Lock()
 			p.attempts++
 			n := p.attempts
@@ -84,6 +103,56 @@ func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, lim
 	p.DirectoryURL = p.srv.URL + "/dir"
 	p.ServerCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 	return p, nil
+}
+
+// LimitDomain answers every new order naming domain or a name below it
+// 429, as Let's Encrypt's per-registered-domain limit does, with
+// Retry-After retryAfter (counted in Limited, not in inject's attempts).
+func (p *Proxy) LimitDomain(domain string, retryAfter time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.domains == nil {
+		p.domains = map[string]time.Duration{}
+	}
+	p.domains[domain] = retryAfter
+}
+
+// limitedDomain reads the identifiers of a new order request (the JWS
+// payload, not verified: Pebble does that) and reports a limited domain
+// among them; the body is left for the proxy to pass on.
+func (p *Proxy) limitedDomain(r *http.Request) (string, time.Duration, bool) {
+	p.mu.Lock()
+	domains := maps.Clone(p.domains)
+	p.mu.Unlock()
+	if len(domains) == 0 {
+		return "", 0, false
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return "", 0, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var jws struct {
+		Payload string `json:"payload"`
+	}
+	var order struct {
+		Identifiers []struct{ Value string } `json:"identifiers"`
+	}
+	if json.Unmarshal(body, &jws) != nil {
+		return "", 0, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(jws.Payload)
+	if err != nil || json.Unmarshal(raw, &order) != nil {
+		return "", 0, false
+	}
+	for _, id := range order.Identifiers {
+		for d, wait := range domains {
+			if id.Value == d || strings.HasSuffix(id.Value, "."+d) {
+				return d, wait, true
+			}
+		}
+	}
+	return "", 0, false
 }
 
 // Orders returns when Pebble accepted each new order that came through.

@@ -18,15 +18,15 @@ import (
 // issuanceBed is what the issuing tests start: a hub with downstreams
 // registered clusters, Pebble (PEBBLE_VA_NOSLEEP=1, default nonce
 // rejection) + BIND, BIND's TSIG secret in the hub Secret "tsig", and an
-// admin kubeconfig of the hub for replica processes. The test's cleanup
-// stops them all.
+// admin kubeconfig of the hub for replica processes. caOpts change the
+// CA's options. The test's cleanup stops them all.
 type issuanceBed struct {
 	*testbed.Bed
 	CA         *acmebed.Bed
 	Kubeconfig string
 }
 
-func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issuanceBed {
+func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int, caOpts ...func(*acmebed.Options)) *issuanceBed {
 	t.Helper()
 	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
 	if err != nil {
@@ -42,7 +42,11 @@ func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int) *issua
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := acmebed.Start(ctx, acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}})
+	opts := acmebed.Options{Env: []string{"PEBBLE_VA_NOSLEEP=1"}}
+	for _, o := range caOpts {
+		o(&opts)
+	}
+	ca, err := acmebed.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

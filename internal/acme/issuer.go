@@ -221,9 +221,9 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	}
 	crt := req.Certificate
 	ord := &Order{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Finalizers: []string{CleanupFinalizer}},
 		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
-			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared},
+			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
 	}
 	if err := o.s.hub.Create(ctx, ord); err != nil {
 		if replaces == "" {

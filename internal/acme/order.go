@@ -48,6 +48,12 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 	log := log.FromContext(ctx).WithValues("cluster", ord.Spec.Cluster, "certificate", ord.Spec.Namespace+"/"+ord.Spec.Certificate)
 	ctx = logr.NewContext(ctx, log)
 	now := s.opts.Clock.Now()
+	if ord.DeletionTimestamp != nil {
+		return s.release(ctx, ord)
+	}
+	if done(ord) && presented(ord) {
+		return s.cleanUpDone(ctx, ord, now) // a clean-up that failed when the order ended
+	}
 	if done(ord) {
 		s.wake(ord) // every replica: the Certificate's owner issues from it
 		if ord.Status.FinishedAt == nil {
@@ -75,6 +81,10 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	if ord.Status.Holder != s.opts.Identity {
 		log.Info("taking over ACME order", "order", ord.Name, "from", ord.Status.Holder, "state", ord.Status.State)
+	}
+	if ord.Status.Holder != s.opts.Identity || s.renewDue(ord, now) {
+		// The claim is renewed before the step calls the CA, so the step
+		// ends (its deadline, below) before anyone else may take over.
 		if !s.claim(ctx, ord) {
 			return ctrl.Result{RequeueAfter: s.opts.PollInterval}, nil
 		}
@@ -92,7 +102,10 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	next := ord.DeepCopy()
 	var res ctrl.Result
-	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout) // the step's requests together
+	// The step's requests together end before the claim does: a replica
+	// that stalls cannot act on the order after another took it over.
+	timeout := min(s.opts.RequestTimeout, ord.Status.HeldUntil.Sub(s.opts.Clock.Now())-s.opts.HoldDuration/10)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch ord.Status.State {
 	case "", StateOrdering:
@@ -225,6 +238,9 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		for _, u := range o.AuthzURLs {
 			next.Status.Challenges = append(next.Status.Challenges, Challenge{AuthorizationURL: u})
 		}
+		// Stored before anything else is asked: whatever fails next, or
+		// whoever takes over, continues this order at the CA, never a new one.
+		return ctrl.Result{}, nil
 	}
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
@@ -254,7 +270,7 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		if ch.Wildcard {
 			name = "*." + name
 		}
-		idx, err := chooseSolver(ci.Spec.ACME.Solvers, name, nil)
+		idx, err := chooseSolver(ci.Spec.ACME.Solvers, name, next.Spec.SolverLabels) // as the order was checked (orderer.identify)
 		if err != nil {
 			s.failInto(ctx, ci, next, ReasonNoSolver, err.Error())
 			return ctrl.Result{}, nil
@@ -439,26 +455,6 @@ func (s *Service) valid(next *Order, der [][]byte, certURL string) {
 	now := metav1.NewTime(s.opts.Clock.Now())
 	next.Status.State, next.Status.Certificate, next.Status.CertificateURL, next.Status.FinishedAt = StateValid, []byte(b.String()), certURL, &now
 	s.count(next.Spec.IssuerName, "valid")
-}
-
-// cleanUp removes every TXT record the order wrote; failures are logged
-// and the record kept marked, to be tried again.
-func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order) {
-	for i := range next.Status.Challenges {
-		ch := &next.Status.Challenges[i]
-		if !ch.Presented {
-			continue
-		}
-		p, err := s.provider(ctx, ci, ch.Solver)
-		if err == nil {
-			err = p.CleanUp(ctx, ch.Identifier, ch.FQDN, ch.Zone, ch.Key)
-		}
-		if err != nil {
-			logr.FromContextOrDiscard(ctx).Error(err, "failed to remove TXT record", "fqdn", ch.FQDN, "zone", ch.Zone)
-			continue
-		}
-		ch.Presented = false
-	}
 }
 
 // provider builds the DNS provider of solver idx of ci.

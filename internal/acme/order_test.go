@@ -21,6 +21,7 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +41,7 @@ type fakeCA struct {
 	orders        int  // new orders accepted
 	limited       bool // answer new orders 429
 	failChallenge bool // the validation fails
+	authzFails    int  // answer this many authorization reads 500
 	accepted      bool
 	finalized     bool
 	caKey         any
@@ -129,6 +131,13 @@ func (ca *fakeCA) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", u+"/order/1")
 		reply(http.StatusOK, order())
 	case "/authz/1":
+		if ca.authzFails > 0 {
+			ca.authzFails--
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"type":"urn:ietf:params:acme:error:serverInternal","detail":"try again","status":500}`))
+			return
+		}
 		ch := map[string]any{"type": "dns-01", "url": u + "/chall/1", "token": "tok-1", "status": authz}
 		if authz == "invalid" {
 			ch["error"] = map[string]any{"type": "urn:ietf:params:acme:error:unauthorized", "detail": "no TXT record found at _acme-challenge.web.example.test", "status": 403}
@@ -164,8 +173,17 @@ func (ca *fakeCA) serve(w http.ResponseWriter, r *http.Request) {
 // flakyProvider fails the first fails Presents with err.
 type flakyProvider struct {
 	dnsProvider
-	err   error
-	fails int
+	err          error
+	fails        int
+	cleanupFails int // fail this many clean-ups
+}
+
+func (f *flakyProvider) CleanUp(ctx context.Context, domain, fqdn, zone, value string) error {
+	if f.cleanupFails > 0 {
+		f.cleanupFails--
+		return errors.New("DNS update failed: read udp 127.0.0.1:53: i/o timeout")
+	}
+	return f.dnsProvider.CleanUp(ctx, domain, fqdn, zone, value)
 }
 
 func (f *flakyProvider) Present(ctx context.Context, domain, fqdn, zone, value string) error {
@@ -221,16 +239,23 @@ func TestOrderSteps(t *testing.T) {
 		// present fails the first presentFails writes of a TXT record with presentErr.
 		presentErr   error
 		presentFails int
+		cleanupFails int // the first clean-ups of the TXT record fail
 	}{
-		{name: "a good order", states: []string{StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+		{name: "a good order", states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
 		{name: "the validation fails", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.failChallenge = true },
-			states: []string{StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
+			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
 		{name: "the CA rate limits new orders", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.limited = true },
 			states: []string{StateOrdering}, paused: true, requeue: 7 * time.Second},
+		{name: "the authorizations cannot be read at first: the same order goes on", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.authzFails = 2 },
+			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+		{name: "the TXT clean-up fails at first: tried again until the record is gone", cleanupFails: 2,
+			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+		{name: "the TXT clean-up of a failed order fails at first", cleanupFails: 2, setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.failChallenge = true },
+			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
 		{name: "the DNS server does not answer, then does", presentErr: timeoutErr{}, presentFails: 2,
-			states: []string{StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
 		{name: "the DNS server refuses the update", presentErr: errors.New("DNS update failed. Server replied: NOTAUTH"), presentFails: 1,
-			states: []string{StatePresenting, StateErrored}, reason: ReasonPresentFailed, detail: "NOTAUTH"},
+			states: []string{StateOrdering, StatePresenting, StateErrored}, reason: ReasonPresentFailed, detail: "NOTAUTH"},
 		{name: "another replica holds it", setup: func(_ *fakeCA, ord *Order, clk *clocktesting.FakeClock) {
 			ord.Status = OrderStatus{State: StateOrdering, Holder: "replica-1", HeldUntil: &metav1.Time{Time: clk.Now().Add(10 * time.Second)}}
 		}, states: []string{StateOrdering}, holder: "replica-1", requeue: 10*time.Second + 100*time.Millisecond},
@@ -242,7 +267,7 @@ func TestOrderSteps(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second)) // status times are whole seconds
 			s, hub := newTestService(t, ca.Server, clk, func(o *Options) {
 				o.DNS01Nameservers = []string{zone.addr}
-				dns := &flakyProvider{dnsProvider: zone, err: tc.presentErr, fails: tc.presentFails}
+				dns := &flakyProvider{dnsProvider: zone, err: tc.presentErr, fails: tc.presentFails, cleanupFails: tc.cleanupFails}
 				o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
 			})
 			ord := newTestOrder(t)
@@ -263,10 +288,10 @@ func TestOrderSteps(t *testing.T) {
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ord)}
 			var seen []string
 			var res ctrl.Result
-			for range 12 {
+			for range 16 {
 				var err error
 				if res, err = s.reconcileOrder(ctx, req); err != nil {
-					t.Fatalf("step after %v: %v", seen, err)
+					t.Logf("step after %v: %v (asked again, as the controller would)", seen, err)
 				}
 				got := &Order{}
 				if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
@@ -279,7 +304,7 @@ func TestOrderSteps(t *testing.T) {
 					t.Fatalf("holder %q, want %q", got.Status.Holder, tc.holder)
 				}
 				ord = got
-				if done(got) || tc.paused || tc.holder != "" {
+				if (done(got) && !presented(got)) || tc.paused || tc.holder != "" {
 					break
 				}
 			}
@@ -312,8 +337,10 @@ func TestOrderSteps(t *testing.T) {
 			}
 			if tc.holder != "" { // the claim expires: this replica takes the same order over
 				clk.Step(11 * time.Second)
-				if _, err := s.reconcileOrder(ctx, req); err != nil {
-					t.Fatal(err)
+				for range 2 { // the CA's order (stored at once), then its authorizations
+					if _, err := s.reconcileOrder(ctx, req); err != nil {
+						t.Fatal(err)
+					}
 				}
 				got := &Order{}
 				if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
@@ -324,5 +351,56 @@ func TestOrderSteps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A deleted order (by hand, or after its retention) keeps its finalizer
+// until its TXT records are gone, trying again after a failed clean-up.
+func TestDeletedOrderRemovesItsRecords(t *testing.T) {
+	ca := newFakeCA(t)
+	zone := newFakeZone(t, "example.test.")
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	dns := &flakyProvider{dnsProvider: zone, cleanupFails: 1}
+	s, hub := newTestService(t, ca.Server, clk, func(o *Options) {
+		o.DNS01Nameservers = []string{zone.addr}
+		o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
+	})
+	ctx := context.Background()
+	ord := newTestOrder(t)
+	ord.Finalizers = []string{CleanupFinalizer}
+	if err := hub.Create(ctx, ord); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ord)}
+	for got := ord; got.Status.State != StatePropagating; {
+		if _, err := s.reconcileOrder(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		got = &Order{}
+		if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if zone.records() == 0 {
+		t.Fatal("no TXT record written")
+	}
+	if err := hub.Delete(ctx, ord); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.reconcileOrder(ctx, req)
+	if err != nil || res.RequeueAfter != cleanupRetry || zone.records() == 0 {
+		t.Fatalf("a failed clean-up: requeue %s (%v), %d records; want it kept and tried again after %s", res.RequeueAfter, err, zone.records(), cleanupRetry)
+	}
+	if err := hub.Get(ctx, req.NamespacedName, &Order{}); err != nil {
+		t.Fatalf("the order went before its records: %v", err)
+	}
+	if _, err := s.reconcileOrder(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := zone.records(); n != 0 {
+		t.Errorf("%d TXT records left", n)
+	}
+	if err := hub.Get(ctx, req.NamespacedName, &Order{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the order is still there (%v)", err)
 	}
 }

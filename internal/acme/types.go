@@ -81,6 +81,10 @@ type OrderSpec struct {
 	// share this order (ShareAnnotation); Cluster, Namespace and
 	// Certificate then name the one that created it.
 	Shared bool `json:"shared,omitempty"`
+	// SolverLabels are the Certificate's labels when the order was
+	// created: the solver of each name is chosen with them, as it was when
+	// the order was checked (cert-manager's selector.matchLabels).
+	SolverLabels map[string]string `json:"solverLabels,omitempty"`
 }
 
 // OrderStatus is the order's progress.

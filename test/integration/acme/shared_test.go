@@ -129,7 +129,7 @@ func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 
 // Issue 30: one namespace's backlog takes its share of the ACME account,
 // not the account. A namespace of cluster A creates 500 Certificates on an
-// issuer whose budget allows 4 new orders and one more every 5 s; then
+// issuer whose budget allows 4 new orders and one more every 2 s; then
 // cluster B creates 10. B's 10 are all issued while A's namespace has had
 // at most its share meanwhile: B's 10, A's 10 alongside (fair queuing
 // alternates), the 4 A took before B asked and a few orders in flight.
@@ -142,7 +142,7 @@ func TestAFloodTakesItsShareOfTheAccount(t *testing.T) {
 	ca, hub := bed.CA, bed.Hub.Client
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
-			ci.Annotations = map[string]string{acme.LimitsAnnotation: "orders=4/20s"}
+			ci.Annotations = map[string]string{acme.LimitsAnnotation: "orders=4/8s"}
 		})); err != nil {
 		t.Fatal(err)
 	}

@@ -297,6 +297,21 @@ func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmea
 	return wait, name
 }
 
+// paused is how long the CA's pause of any bucket an order of dnsNames
+// draws from lasts (0: none): an order admitted before the CA's 429 waits
+// for it too.
+func (s *Service) paused(ctx context.Context, ci *cmapi.ClusterIssuer, dnsNames []string) time.Duration {
+	buckets := []string{LimitOrders, LimitSet + ":" + setHash(dnsNames)}
+	for _, n := range dnsNames {
+		buckets = append(buckets, LimitDomain+":"+registeredDomain(n), LimitAuthzFailures+":"+strings.TrimPrefix(strings.ToLower(n), "*."))
+	}
+	wait, err := s.ledger(ci).Paused(ctx, buckets)
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "failed to read the issuer's budget", "issuer", ci.Name)
+	}
+	return wait
+}
+
 func kindOf(bucket string) string {
 	kind, _, _ := strings.Cut(bucket, ":")
 	return kind

@@ -198,6 +198,10 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		if p := ci.Spec.ACME.Profile; p != "" {
 			opts = append(opts, acmeapi.WithOrderProfile(p))
 		}
+		if wait := s.paused(ctx, ci, next.Spec.DNSNames); wait > 0 {
+			logr.FromContextOrDiscard(ctx).V(1).Info("the CA paused what this order draws from", "order", next.Name, "wait", wait)
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		replaces := next.Spec.Replaces != "" && !next.Status.ReplacesRefused
 		if next.Spec.Replaces != "" && !replaces {
 			// Ordered as new after all: now it takes the budget it skipped.

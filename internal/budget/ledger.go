@@ -176,6 +176,23 @@ func (l *Ledger) Pause(ctx context.Context, draw Draw, until time.Time) error {
 	})
 }
 
+// Paused returns how long the longest pause (Pause) of the named buckets
+// lasts from now; 0 when none is paused.
+func (l *Ledger) Paused(ctx context.Context, buckets []string) (time.Duration, error) {
+	d, _, err := l.read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := l.clock.Now()
+	var wait time.Duration
+	for _, name := range buckets {
+		if b, ok := d.Buckets[name]; ok && b.PausedUntil != nil && now.Before(*b.PausedUntil) {
+			wait = max(wait, b.PausedUntil.Sub(now))
+		}
+	}
+	return wait, nil
+}
+
 // Snapshot returns the ledger as it is now, each bucket refilled by its
 // limit (limit reports none: as stored). For reports such as `certhub
 // status`; decisions use Take.

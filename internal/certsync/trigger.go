@@ -260,7 +260,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			t.override = iss
 			if !reissue && st != nil && st.cert != nil && st.cert.CheckSignatureFrom(ca) != nil {
 				reissue, reason = true, ReasonCARotation
-				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster's wave signs with the new one", crt.Spec.IssuerRef.Name)
+				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster now signs with another one", crt.Spec.IssuerRef.Name)
 			}
 		}
 	}

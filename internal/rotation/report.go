@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,13 @@ type progress struct {
 	// Moved of Total Certificates of the issuer are Ready and signed by the new CA.
 	Moved int `json:"moved"`
 	Total int `json:"total"`
+	// Stuck are not moved and cannot for reasons of their own (their
+	// Ready=False reason: stuckReasons); StuckNames name some of them.
+	Stuck      int      `json:"stuck,omitempty"`
+	StuckNames []string `json:"stuckNames,omitempty"`
+	// OnNext Secrets hold a certificate signed by the new CA, Ready or not
+	// (what an abort must bring back).
+	OnNext int `json:"onNext,omitempty"`
 }
 
 // report is one replica's view of one rotation, as its ConfigMap holds it.
@@ -64,7 +72,7 @@ func (r *Rotator) publish(ctx context.Context, issuer string, view map[multiclus
 	r.mu.Lock()
 	last, ok := r.reported[issuer]
 	r.mu.Unlock()
-	if ok && maps.Equal(last.Clusters, rep.Clusters) && now.Sub(last.At) < r.heartbeat() {
+	if ok && maps.EqualFunc(last.Clusters, rep.Clusters, func(a, b progress) bool { return reflect.DeepEqual(a, b) }) && now.Sub(last.At) < r.heartbeat() {
 		return
 	}
 	raw, err := json.Marshal(rep)

@@ -15,26 +15,30 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
-// Moved and total add up over every observed cluster; missing lists the
-// clusters of the waves rolled so far with Certificates not moved, and those
-// nobody observed as -1; later waves are not missing.
+// Moved, total and stuck add up over every observed cluster; missing lists
+// the reachable clusters of the waves rolled so far with Certificates
+// neither moved nor stuck; a cluster nobody observed is unreachable, not
+// missing; later waves are not missing.
 func TestTally(t *testing.T) {
-	waveOf := map[multicluster.ClusterName]int{"a": 0, "b": 0, "c": 1, "d": 1, "e": 2}
-	view := map[multicluster.ClusterName]progress{
-		"a": {Moved: 2, Total: 2}, "b": {Moved: 1, Total: 3}, "c": {Moved: 0, Total: 4}, "e": {Moved: 0, Total: 1},
-	}
+	in := stepInput{waveOf: map[multicluster.ClusterName]int{"a": 0, "b": 0, "c": 1, "d": 1, "e": 2}, view: map[multicluster.ClusterName]progress{
+		"a": {Published: true, Moved: 2, Total: 2}, "b": {Published: true, Moved: 1, Total: 4, Stuck: 1, StuckNames: []string{"shop/web (PolicyDenied)"}},
+		"c": {Moved: 0, Total: 4}, "e": {Published: true, Moved: 0, Total: 1},
+	}}
 	for _, tc := range []struct {
-		upTo         int
-		moved, total int
-		missing      map[multicluster.ClusterName]int
+		upTo    int
+		missing map[multicluster.ClusterName]int
 	}{
-		{0, 3, 10, map[multicluster.ClusterName]int{"b": 2}},
-		{1, 3, 10, map[multicluster.ClusterName]int{"b": 2, "c": 4, "d": -1}},
-		{2, 3, 10, map[multicluster.ClusterName]int{"b": 2, "c": 4, "d": -1, "e": 1}},
+		{0, map[multicluster.ClusterName]int{"b": 2}},
+		{1, map[multicluster.ClusterName]int{"b": 2, "c": 4}},
+		{2, map[multicluster.ClusterName]int{"b": 2, "c": 4, "e": 1}},
 	} {
-		moved, total, missing := tally(view, waveOf, tc.upTo)
-		if moved != tc.moved || total != tc.total || !reflect.DeepEqual(missing, tc.missing) {
-			t.Errorf("up to wave %d: moved %d/%d missing %v, want %d/%d %v", tc.upTo, moved, total, missing, tc.moved, tc.total, tc.missing)
+		got := tally(in, tc.upTo)
+		if got.moved != 3 || got.total != 11 || got.stuck != 1 || !reflect.DeepEqual(got.missing, tc.missing) {
+			t.Errorf("up to wave %d: moved %d/%d stuck %d missing %v, want 3/11 1 %v", tc.upTo, got.moved, got.total, got.stuck, got.missing, tc.missing)
+		}
+		if !reflect.DeepEqual(got.unreachable, []multicluster.ClusterName{"d"}) || !reflect.DeepEqual(got.unpublished, []multicluster.ClusterName{"c"}) ||
+			!reflect.DeepEqual(got.stuckNames, []string{"b/shop/web (PolicyDenied)"}) {
+			t.Errorf("unreachable %v unpublished %v stuck %v", got.unreachable, got.unpublished, got.stuckNames)
 		}
 	}
 }
@@ -56,11 +60,11 @@ func TestReportsMerge(t *testing.T) {
 	a.publish(ctx, "ca", map[multicluster.ClusterName]progress{"east": {Published: true, Moved: 1, Total: 2}})
 	b.publish(ctx, "ca", map[multicluster.ClusterName]progress{"west": {Published: true, Moved: 2, Total: 2}, "east": {Moved: 0, Total: 2}})
 	got := c.merge(ctx, "ca", map[multicluster.ClusterName]progress{"north": {Total: 1}})
-	if got["north"] != (progress{Total: 1}) || got["west"] != (progress{Published: true, Moved: 2, Total: 2}) {
+	if !reflect.DeepEqual(got["north"], progress{Total: 1}) || !reflect.DeepEqual(got["west"], progress{Published: true, Moved: 2, Total: 2}) {
 		t.Errorf("merged %v", got)
 	}
 	// east: both reported; the later report (b) wins.
-	if got["east"] != (progress{Moved: 0, Total: 2}) {
+	if !reflect.DeepEqual(got["east"], progress{Moved: 0, Total: 2}) {
 		t.Errorf("east from %v, want b's later report", got["east"])
 	}
 	// a's own view of east wins over b's report.
@@ -87,7 +91,7 @@ func TestReportsMerge(t *testing.T) {
 	if err := hub.Update(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.merge(ctx, "ca", nil); got["west"] != (progress{}) {
+	if got := c.merge(ctx, "ca", nil); !reflect.DeepEqual(got["west"], progress{}) {
 		t.Errorf("a stale report was used: %v", got["west"])
 	}
 	// Rotations that ended leave the reports.

@@ -1,17 +1,13 @@
 package rotation
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -90,11 +84,13 @@ type Rotator struct {
 	log    logr.Logger
 	halted *prometheus.GaugeVec
 	wave   *prometheus.GaugeVec
+	stuck  *prometheus.GaugeVec
 
-	mu       sync.Mutex
-	states   map[string]*State // by issuer
-	subs     []func()
-	reported map[string]report // by issuer: the last report this replica wrote
+	mu        sync.Mutex
+	states    map[string]*State                            // by issuer
+	published map[string]map[multicluster.ClusterName]bool // by issuer: clusters whose bundles hold the next CA, as last seen
+	subs      []func()
+	reported  map[string]report // by issuer: the last report this replica wrote
 }
 
 // New returns a Rotator; add it to the manager (it is a Runnable).
@@ -106,11 +102,12 @@ func New(opts Options, log logr.Logger) (*Rotator, error) {
 	if opts.Fence != nil && opts.Identity == "" {
 		return nil, errors.New("rotation: Identity is required with Fence")
 	}
-	r := &Rotator{opts: opts, log: log, states: map[string]*State{}, reported: map[string]report{},
+	r := &Rotator{opts: opts, log: log, states: map[string]*State{}, reported: map[string]report{}, published: map[string]map[multicluster.ClusterName]bool{},
+		stuck:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_stuck_certificates", Help: "Certificates of the issuer that cannot move to the new CA for reasons of their own (listed on the rotation's state and Events); they hold no wave."}, []string{"issuer"}),
 		halted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_halted", Help: "1 while the CA rotation of the issuer is halted (a wave missed its deadline)."}, []string{"issuer"}),
 		wave:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_wave", Help: "The wave (1-based) the CA rotation of the issuer rolls; 0 before the first, waves+1 after the last."}, []string{"issuer"})}
 	if opts.Registerer != nil {
-		for _, g := range []**prometheus.GaugeVec{&r.halted, &r.wave} {
+		for _, g := range []**prometheus.GaugeVec{&r.halted, &r.wave, &r.stuck} {
 			if err := opts.Registerer.Register(*g); err != nil {
 				are := prometheus.AlreadyRegisteredError{}
 				if !errors.As(err, &are) {
@@ -159,8 +156,12 @@ func (r *Rotator) state(issuer string) *State {
 	return nil
 }
 
-// Override returns the issuer of the next CA and its signing certificate
-// when cluster must sign with it for ref now.
+// Override returns the issuer that must sign for ref in cluster name now,
+// and its signing certificate, when a rotation decides it: the next CA
+// once the cluster's wave rolls and its own bundles hold the next CA
+// (bundle first: a cluster that was unreachable is rotated when it is
+// back and published), the current CA while an abort brings everything
+// back.
 func (r *Rotator) Override(ctx context.Context, name multicluster.ClusterName, ref cmmeta.IssuerReference) (issuance.Issuer, *x509.Certificate, bool, error) {
 	if ref.Kind != cmapi.ClusterIssuerKind || (ref.Group != "" && ref.Group != "cert-manager.io") {
 		return nil, nil, false, nil
@@ -169,15 +170,30 @@ func (r *Rotator) Override(ctx context.Context, name multicluster.ClusterName, r
 	if s == nil {
 		return nil, nil, false, nil
 	}
-	w, _ := r.waveOf(name)
-	if !s.signsWithNext(w) {
+	secret := s.Next
+	switch w, _ := r.waveOf(name); {
+	case s.Phase == Aborting:
+		iss := &cmapi.ClusterIssuer{}
+		if err := r.opts.Hub.Get(ctx, client.ObjectKey{Name: ref.Name}, iss); err != nil || iss.Spec.CA == nil {
+			return nil, nil, false, err
+		}
+		secret = iss.Spec.CA.SecretName
+	case !s.signsWithNext(w) || !r.bundled(ref.Name, name):
 		return nil, nil, false, nil
 	}
-	iss, ca, err := issuance.LoadCA(ctx, "next CA of ClusterIssuer "+ref.Name, r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: s.Next})
+	iss, ca, err := issuance.LoadCA(ctx, "CA of ClusterIssuer "+ref.Name+" (rotation)", r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: secret})
 	if err != nil {
 		return nil, nil, false, err
 	}
 	return iss, ca, true, nil
+}
+
+// bundled reports whether the last step saw cluster's bundles hold the
+// next CA of issuer.
+func (r *Rotator) bundled(issuer string, cluster multicluster.ClusterName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.published[issuer][cluster]
 }
 
 // BundleSecrets returns the Secrets whose CAs the issuer's bundle holds,
@@ -241,33 +257,57 @@ func (r *Rotator) step(ctx context.Context) {
 		r.log.Error(err, "failed to list ClusterIssuers")
 		return
 	}
+	byName := map[string]*cmapi.ClusterIssuer{}
 	active := map[string]bool{}
 	for i := range issuers.Items {
 		iss := &issuers.Items[i]
+		byName[iss.Name] = iss
 		if iss.Spec.CA == nil || iss.Annotations[NextCAAnnotation] == "" {
 			continue
 		}
 		active[iss.Name] = true
-		if err := r.stepIssuer(ctx, iss); err != nil {
+		if err := r.stepIssuer(ctx, iss, iss.Annotations[NextCAAnnotation]); err != nil {
 			r.log.Error(err, "CA rotation step failed", "issuer", iss.Name)
+		}
+	}
+	// Rotations no longer asked for: withdrawn (an abort, stepped until
+	// nothing is left on the next CA) or finished.
+	cms := &corev1.ConfigMapList{}
+	if err := r.opts.Hub.List(ctx, cms, client.InNamespace(r.opts.Namespace), client.MatchingLabels{StateLabel: "true"}); err == nil {
+		for i := range cms.Items {
+			issuer := cms.Items[i].Data["issuer"]
+			if active[issuer] {
+				continue
+			}
+			if iss := byName[issuer]; iss != nil && iss.Spec.CA != nil {
+				active[issuer] = true
+				if err := r.stepIssuer(ctx, iss, cms.Items[i].Data["next"]); err != nil {
+					r.log.Error(err, "CA rotation step failed", "issuer", issuer)
+				}
+				continue
+			}
+			r.remove(ctx, issuer) // the ClusterIssuer is gone or no CA issuer: nothing to roll back to
 		}
 	}
 	if r.opts.Fence != nil {
 		r.forget(ctx, active)
 	}
-	// Rotations no longer asked for: their state goes.
-	cms := &corev1.ConfigMapList{}
-	if err := r.opts.Hub.List(ctx, cms, client.InNamespace(r.opts.Namespace), client.MatchingLabels{StateLabel: "true"}); err == nil {
-		for i := range cms.Items {
-			issuer := cms.Items[i].Data["issuer"]
-			if !active[issuer] {
-				_ = client.IgnoreNotFound(r.opts.Hub.Delete(ctx, &cms.Items[i]))
-				r.set(issuer, nil)
-				r.halted.DeleteLabelValues(issuer)
-				r.wave.DeleteLabelValues(issuer)
-			}
-		}
+}
+
+// remove drops the state of issuer's rotation.
+func (r *Rotator) remove(ctx context.Context, issuer string) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: StatePrefix + issuer}}
+	if err := client.IgnoreNotFound(r.opts.Hub.Delete(ctx, cm)); err != nil {
+		r.log.Error(err, "failed to delete CA rotation state", "issuer", issuer)
+		return
 	}
+	r.set(issuer, nil)
+	r.mu.Lock()
+	delete(r.published, issuer)
+	r.mu.Unlock()
+	r.halted.DeleteLabelValues(issuer)
+	r.wave.DeleteLabelValues(issuer)
+	r.stuck.DeleteLabelValues(issuer)
 }
 
 // set records s as the state of issuer and tells the subscribers when the
@@ -291,7 +331,9 @@ func (r *Rotator) set(issuer string, s *State) {
 	}
 }
 
-func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer) error {
+// stepIssuer steps the rotation of iss to the CA in Secret next (the
+// annotation's, or the state's once it was withdrawn).
+func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next string) error {
 	now := time.Now()
 	key := client.ObjectKey{Namespace: r.opts.Namespace, Name: StatePrefix + iss.Name}
 	cm := &corev1.ConfigMap{}
@@ -304,74 +346,55 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer) erro
 	if exists {
 		s = StateFrom(cm)
 	}
-	next := iss.Annotations[NextCAAnnotation]
-	if s == nil || s.Next != next || s.Issuer != iss.Name {
-		s = &State{Issuer: iss.Name, Next: next, Phase: Publishing, Since: now, Resume: iss.Annotations[ResumeAnnotation]}
+	withdrawn := iss.Annotations[NextCAAnnotation] == ""
+	if !withdrawn && (s == nil || s.Next != next || s.Issuer != iss.Name || s.Phase == Aborting) {
+		s = &State{Issuer: iss.Name, Next: next, Phase: Publishing, Since: now, Resume: iss.Annotations[ResumeAnnotation], Force: iss.Annotations[ForceAnnotation]}
 		r.event(iss, corev1.EventTypeNormal, ReasonProgress, "CA rotation to Secret %s started: publishing the new CA in every trust bundle", next)
+	}
+	if s == nil {
+		return nil
 	}
 	before := s.Data()
 	waveOf, waves := r.waves()
-	s.Waves = waves
 	_, nextCA, err := issuance.LoadCA(ctx, "next CA of ClusterIssuer "+iss.Name, r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: next})
 	if err != nil {
+		if withdrawn {
+			r.remove(ctx, iss.Name) // the next CA is gone too: nothing can be on it any more
+			return nil
+		}
 		s.Reason = err.Error()
 		return r.save(ctx, iss, cm, exists, s, before)
 	}
-	if s.Phase != Halted {
-		s.Reason = ""
-	}
-	// Progress over every wave, and of the waves rolled so far.
-	view := r.observe(ctx, iss.Name, nextCA)
+	view := r.observe(ctx, iss, next, nextCA)
 	if r.opts.Fence != nil {
 		r.publish(ctx, iss.Name, view)
 		view = r.merge(ctx, iss.Name, view)
 	}
-	moved, total, missing := tally(view, waveOf, s.Wave)
-	s.Moved, s.Total = moved, total
-	switch s.Phase {
-	case Publishing:
-		if r.published(view) {
-			s.Phase, s.Since = Soaking, now
-			r.event(iss, corev1.EventTypeNormal, ReasonProgress, "New CA published in every cluster's trust bundle; soaking for %s", r.opts.Soak)
-		}
-	case Soaking:
-		if now.Sub(s.Since) >= r.opts.Soak {
-			s.Phase, s.Wave, s.Since = Rolling, 0, now
-			r.startWave(iss, s)
-		}
-	case Rolling:
-		if len(missing) == 0 {
-			s.Since = now
-			if s.Wave+1 < s.Waves {
-				s.Phase = Pausing
-				r.event(iss, corev1.EventTypeNormal, ReasonProgress, "Wave %d/%d done; pausing %s", s.Wave+1, s.Waves, r.opts.Pause)
-			} else {
-				s.Phase = Grace
-				r.event(iss, corev1.EventTypeNormal, ReasonProgress, "Every wave done (%d Certificates on the new CA); grace period %s before the old CA leaves the bundles", s.Moved, r.opts.Grace)
-			}
-		} else if now.Sub(s.Since) >= r.opts.Deadline {
-			s.Phase, s.Since = Halted, now
-			s.Reason = fmt.Sprintf("wave %d/%d: Certificates not re-issued and Ready within %s: %s; annotate %s to resume", s.Wave+1, s.Waves, r.opts.Deadline, summarize(missing), ResumeAnnotation)
-			r.halted.WithLabelValues(iss.Name).Set(1)
-			r.event(iss, corev1.EventTypeWarning, ReasonHalted, "CA rotation halted at %s", s.Reason)
-		}
-	case Halted:
-		if v := iss.Annotations[ResumeAnnotation]; v != s.Resume {
-			s.Resume, s.Phase, s.Since, s.Reason = v, Rolling, now, ""
-			r.halted.WithLabelValues(iss.Name).Set(0)
-			r.event(iss, corev1.EventTypeNormal, ReasonProgress, "CA rotation resumed at wave %d/%d", s.Wave+1, s.Waves)
-		}
-	case Pausing:
-		if now.Sub(s.Since) >= r.opts.Pause {
-			s.Phase, s.Wave, s.Since = Rolling, s.Wave+1, now
-			r.startWave(iss, s)
-		}
-	case Grace:
-		if now.Sub(s.Since) >= r.opts.Grace {
-			s.Phase, s.Since = Complete, now
-			r.event(iss, corev1.EventTypeNormal, ReasonProgress, "CA rotation complete: the old CA left the trust bundles. Point spec.ca.secretName at %s, then remove %s", s.Next, NextCAAnnotation)
+	published := map[multicluster.ClusterName]bool{}
+	for name, p := range view {
+		if p.Published {
+			published[name] = true
 		}
 	}
+	r.mu.Lock()
+	r.published[iss.Name] = published
+	r.mu.Unlock()
+	in := stepInput{view: view, waveOf: waveOf, waves: waves, resume: iss.Annotations[ResumeAnnotation], force: iss.Annotations[ForceAnnotation],
+		withdrawn: withdrawn, finished: withdrawn && iss.Spec.CA.SecretName == s.Next}
+	notes, remove := advance(s, in, timings{Soak: r.opts.Soak, Pause: r.opts.Pause, Deadline: r.opts.Deadline, Grace: r.opts.Grace}, now)
+	for _, n := range notes {
+		r.event(iss, n.typ, n.reason, "%s", n.message)
+	}
+	if remove {
+		r.remove(ctx, iss.Name)
+		return nil
+	}
+	halted := 0.0
+	if s.Phase == Halted {
+		halted = 1
+	}
+	r.halted.WithLabelValues(iss.Name).Set(halted)
+	r.stuck.WithLabelValues(iss.Name).Set(float64(s.Stuck))
 	switch s.Phase {
 	case Rolling, Halted, Pausing:
 		r.wave.WithLabelValues(iss.Name).Set(float64(s.Wave + 1))
@@ -381,10 +404,6 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer) erro
 		r.wave.WithLabelValues(iss.Name).Set(0)
 	}
 	return r.save(ctx, iss, cm, exists, s, before)
-}
-
-func (r *Rotator) startWave(iss *cmapi.ClusterIssuer, s *State) {
-	r.event(iss, corev1.EventTypeNormal, ReasonProgress, "Wave %d/%d: its clusters sign with the new CA; re-issuing what the old one signed", s.Wave+1, s.Waves)
 }
 
 func (r *Rotator) event(iss *cmapi.ClusterIssuer, typ, reason, format string, args ...any) {
@@ -418,139 +437,4 @@ func (r *Rotator) save(ctx context.Context, iss *cmapi.ClusterIssuer, cm *corev1
 		}
 	}
 	return nil
-}
-
-// published reports whether the bundles of every registered cluster that
-// holds one (not namespace-scoped) carry the new CA, as view says.
-func (r *Rotator) published(view map[multicluster.ClusterName]progress) bool {
-	if r.opts.BundleName == "" {
-		return true
-	}
-	for name := range r.opts.Clusters() {
-		if !r.opts.Scoped(name) && !view[name].Published {
-			return false
-		}
-	}
-	return true
-}
-
-// observe returns this replica's view of the rotation of issuer to next:
-// for every cluster it owns (all it is connected to, without a Fence), whether
-// its bundles hold next and how many of the issuer's Certificates moved.
-// Clusters it cannot read are left out.
-func (r *Rotator) observe(ctx context.Context, issuer string, next *x509.Certificate) map[multicluster.ClusterName]progress {
-	want := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: next.Raw})
-	out := map[multicluster.ClusterName]progress{}
-	for name := range r.opts.Clusters() {
-		if r.opts.Fence != nil {
-			if _, owned := r.opts.Fence.Owns(name); !owned {
-				continue
-			}
-		}
-		cl, err := r.opts.GetCluster(ctx, name)
-		if err != nil {
-			continue
-		}
-		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(ctx, cl, want)}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
-		if err := cl.GetClient().List(ctx, list); err != nil {
-			continue
-		}
-		for i := range list.Items {
-			crt := &cmapi.Certificate{}
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, crt) != nil {
-				continue
-			}
-			ref := crt.Spec.IssuerRef
-			if ref.Kind != cmapi.ClusterIssuerKind || ref.Name != issuer {
-				continue
-			}
-			p.Total++
-			if r.movedTo(ctx, cl, crt, next) {
-				p.Moved++
-			}
-		}
-		out[name] = p
-	}
-	return out
-}
-
-// bundleHolds reports whether every bundle ConfigMap of the cluster holds ca (PEM).
-func (r *Rotator) bundleHolds(ctx context.Context, cl cluster.Cluster, ca []byte) bool {
-	list := &corev1.ConfigMapList{}
-	if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
-		return false
-	}
-	n := 0
-	for _, cm := range list.Items {
-		if cm.Name != r.opts.BundleName {
-			continue
-		}
-		n++
-		if !bytes.Contains([]byte(cm.Data[r.opts.BundleKey]), ca) {
-			return false
-		}
-	}
-	return n > 0
-}
-
-// tally counts the issuer's Certificates over every cluster (moved: Ready
-// and signed by the new CA) and, per cluster of waves ≤ upTo, those not yet
-// moved; a cluster of those waves that nobody observed counts as -1.
-func tally(view map[multicluster.ClusterName]progress, waveOf map[multicluster.ClusterName]int, upTo int) (moved, total int, missing map[multicluster.ClusterName]int) {
-	missing = map[multicluster.ClusterName]int{}
-	for name, w := range waveOf {
-		p, seen := view[name]
-		switch {
-		case !seen && w <= upTo:
-			missing[name] = -1 // not reachable through the hub
-		case seen:
-			moved += p.Moved
-			total += p.Total
-			if w <= upTo && p.Moved < p.Total {
-				missing[name] = p.Total - p.Moved
-			}
-		}
-	}
-	return moved, total, missing
-}
-
-func (r *Rotator) movedTo(ctx context.Context, cl cluster.Cluster, crt *cmapi.Certificate, next *x509.Certificate) bool {
-	ready := false
-	for _, c := range crt.Status.Conditions {
-		if c.Type == cmapi.CertificateConditionReady && c.Status == cmmeta.ConditionTrue {
-			ready = true
-		}
-	}
-	if !ready {
-		return false
-	}
-	s := &corev1.Secret{}
-	if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil {
-		return false
-	}
-	b, _ := pem.Decode(s.Data[corev1.TLSCertKey])
-	if b == nil {
-		return false
-	}
-	leaf, err := x509.ParseCertificate(b.Bytes)
-	return err == nil && leaf.CheckSignatureFrom(next) == nil
-}
-
-func summarize(missing map[multicluster.ClusterName]int) string {
-	names := make([]string, 0, len(missing))
-	for n := range missing {
-		names = append(names, string(n))
-	}
-	sort.Strings(names)
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
-		if c := missing[multicluster.ClusterName(n)]; c < 0 {
-			parts = append(parts, n+" (unreachable)")
-		} else {
-			parts = append(parts, fmt.Sprintf("%s (%d)", n, c))
-		}
-	}
-	return strings.Join(parts, ", ")
 }

@@ -42,6 +42,7 @@ func TestPhases(t *testing.T) {
 		{Pausing, 1, []bool{true, true, false}, []string{"old", "new"}},
 		{Grace, 2, []bool{true, true, true}, []string{"old", "new"}},
 		{Complete, 2, []bool{true, true, true}, []string{"new"}},
+		{Aborting, 1, []bool{false, false, false}, []string{"old", "new"}},
 	} {
 		s := &State{Issuer: "ca", Next: "new", Phase: tc.phase, Wave: tc.wave, Waves: 3}
 		for w, want := range tc.signs {

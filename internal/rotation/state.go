@@ -14,6 +14,10 @@ const (
 	NextCAAnnotation = "certhub.io/next-ca-secret"
 	// ResumeAnnotation on the ClusterIssuer: a new value resumes a halted rotation.
 	ResumeAnnotation = "certhub.io/rotation-resume"
+	// ForceAnnotation on the ClusterIssuer: a new value retires the old CA
+	// although clusters that were unreachable have not moved yet, or ends
+	// an abort although certificates on the new CA could not all be seen.
+	ForceAnnotation = "certhub.io/rotation-force"
 	// WaveLabel on a cluster Secret orders the clusters into waves (numeric).
 	WaveLabel = "certhub.io/wave"
 	// StatePrefix names the state ConfigMap: StatePrefix + issuer.
@@ -35,6 +39,10 @@ const (
 	Pausing    Phase = "Pausing"
 	Grace      Phase = "Grace"
 	Complete   Phase = "Complete"
+	// Aborting: the next CA was withdrawn after it signed; bundles keep
+	// both CAs and every cluster signs with the current one again until no
+	// certificate is on the next CA, then the rotation's state goes.
+	Aborting Phase = "Aborting"
 )
 
 // State is one rotation, as its ConfigMap holds it.
@@ -45,10 +53,15 @@ type State struct {
 	Wave, Waves int
 	Since       time.Time
 	Reason      string
-	// Resume is the ResumeAnnotation value last honoured.
-	Resume string
-	// Moved of Total Certificates of the issuer are signed by the new CA and Ready.
-	Moved, Total int
+	// Resume and Force are the ResumeAnnotation and ForceAnnotation
+	// values last honoured.
+	Resume, Force string
+	// From is the phase a Halted rotation resumes (Publishing or Rolling).
+	From Phase
+	// Moved of Total Certificates of the issuer are signed by the new CA
+	// and Ready; Stuck cannot move for reasons of their own (listed in
+	// Reason) and hold no wave.
+	Moved, Total, Stuck int
 }
 
 // signsWithNext reports whether a cluster in wave w signs with the new CA.
@@ -66,13 +79,14 @@ func (s *State) signsWithNext(w int) bool {
 func (s *State) Data() map[string]string {
 	return map[string]string{"issuer": s.Issuer, "next": s.Next, "phase": string(s.Phase), "wave": strconv.Itoa(s.Wave),
 		"waves": strconv.Itoa(s.Waves), "since": s.Since.UTC().Format(time.RFC3339Nano), "reason": s.Reason, "resume": s.Resume,
-		"moved": strconv.Itoa(s.Moved), "total": strconv.Itoa(s.Total)}
+		"moved": strconv.Itoa(s.Moved), "total": strconv.Itoa(s.Total), "stuck": strconv.Itoa(s.Stuck), "force": s.Force, "from": string(s.From)}
 }
 
 // StateFrom reads a state ConfigMap.
 func StateFrom(cm *corev1.ConfigMap) *State {
 	d := cm.Data
-	s := &State{Issuer: d["issuer"], Next: d["next"], Phase: Phase(d["phase"]), Reason: d["reason"], Resume: d["resume"]}
+	s := &State{Issuer: d["issuer"], Next: d["next"], Phase: Phase(d["phase"]), Reason: d["reason"], Resume: d["resume"], Force: d["force"], From: Phase(d["from"])}
+	s.Stuck, _ = strconv.Atoi(d["stuck"])
 	s.Wave, _ = strconv.Atoi(d["wave"])
 	s.Waves, _ = strconv.Atoi(d["waves"])
 	s.Moved, _ = strconv.Atoi(d["moved"])
@@ -88,6 +102,9 @@ func (s *State) String() string {
 		out += ", wave " + strconv.Itoa(s.Wave+1) + "/" + strconv.Itoa(s.Waves)
 	}
 	out += ", " + strconv.Itoa(s.Moved) + "/" + strconv.Itoa(s.Total) + " re-issued"
+	if s.Stuck > 0 {
+		out += ", " + strconv.Itoa(s.Stuck) + " cannot move"
+	}
 	if s.Reason != "" {
 		out += ": " + s.Reason
 	}

@@ -1,0 +1,152 @@
+package rotation
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"sort"
+	"strings"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/trust"
+)
+
+// stuckReasons are the Ready=False reasons of a Certificate that cannot
+// move to a new CA for reasons of its own, until it changes: such a
+// Certificate is listed and holds no wave.
+var stuckReasons = map[string]bool{
+	certsync.ReasonPolicyDenied: true, certsync.ReasonSecretNotOwned: true, certsync.ReasonDuplicateSecretName: true,
+	certsync.ReasonInvalidSpec: true, certsync.ReasonInvalidNames: true, certsync.ReasonInvalidSubject: true,
+	certsync.ReasonInvalidLifetime: true, certsync.ReasonInvalidPrivateKey: true, certsync.ReasonInvalidUsages: true,
+	certsync.ReasonInvalidKeystores: true, certsync.ReasonInvalidOutputFormats: true, certsync.ReasonInvalidSecretName: true,
+	certsync.ReasonInvalidIssuerRef: true, certsync.ReasonKeystorePasswordNotFound: true, certsync.ReasonIssuanceLoop: true,
+	issuance.ReasonIssuerNotSupported: true,
+}
+
+// maxStuckNames bounds the names a report lists per cluster.
+const maxStuckNames = 10
+
+// observe returns this replica's view of the rotation of iss to the CA in
+// Secret next (its signing certificate nextCA): for every cluster it owns
+// (all it is connected to, without a Fence), whether its bundles hold the
+// new CA as trust publishes it, and how its Certificates of iss stand.
+// Clusters it cannot read are left out.
+func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next string, nextCA *x509.Certificate) map[multicluster.ClusterName]progress {
+	want := trust.PublishedPEM(ctx, r.opts.Hub, r.opts.Namespace, iss.Name, next)
+	out := map[multicluster.ClusterName]progress{}
+	for name, labels := range r.opts.Clusters() {
+		if r.opts.Fence != nil {
+			if _, owned := r.opts.Fence.Owns(name); !owned {
+				continue
+			}
+		}
+		cl, err := r.opts.GetCluster(ctx, name)
+		if err != nil {
+			continue
+		}
+		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(ctx, cl, iss, labels, want)}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
+		if err := cl.GetClient().List(ctx, list); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			crt := &cmapi.Certificate{}
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, crt) != nil {
+				continue
+			}
+			ref := crt.Spec.IssuerRef
+			if ref.Kind != cmapi.ClusterIssuerKind || ref.Name != iss.Name || (ref.Group != "" && ref.Group != "cert-manager.io") {
+				continue
+			}
+			p.Total++
+			ready, reason, onNext := r.standing(ctx, cl, crt, nextCA)
+			switch {
+			case ready && onNext:
+				p.Moved++
+			case !ready && stuckReasons[reason]:
+				p.Stuck++
+				if len(p.StuckNames) < maxStuckNames {
+					p.StuckNames = append(p.StuckNames, fmt.Sprintf("%s/%s (%s)", crt.Namespace, crt.Name, reason))
+				}
+			}
+			if onNext {
+				p.OnNext++
+			}
+		}
+		out[name] = p
+	}
+	return out
+}
+
+// bundleHolds reports whether every bundle ConfigMap of the cluster in a
+// namespace iss's CA reaches (trust scope) holds every block of want.
+func (r *Rotator) bundleHolds(ctx context.Context, cl cluster.Cluster, iss *cmapi.ClusterIssuer, labels map[string]string, want [][]byte) bool {
+	if len(want) == 0 {
+		return false // the next CA's Secret cannot be read: nothing is published
+	}
+	list := &corev1.ConfigMapList{}
+	if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
+		return false
+	}
+	for _, cm := range list.Items {
+		if cm.Name != r.opts.BundleName || !trust.Reaches(iss, labels, cm.Namespace) {
+			continue
+		}
+		for _, b := range want {
+			if !bytes.Contains([]byte(cm.Data[r.opts.BundleKey]), b) {
+				return false
+			}
+		}
+	}
+	return true // every bundle it reaches holds it (or it reaches none: nothing to wait for)
+}
+
+// standing is crt's readiness (and its Ready reason when not ready) and
+// whether its Secret holds a certificate signed by next.
+func (r *Rotator) standing(ctx context.Context, cl cluster.Cluster, crt *cmapi.Certificate, next *x509.Certificate) (ready bool, reason string, onNext bool) {
+	for _, c := range crt.Status.Conditions {
+		if c.Type == cmapi.CertificateConditionReady {
+			ready, reason = c.Status == cmmeta.ConditionTrue, c.Reason
+		}
+	}
+	s := &corev1.Secret{}
+	if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil {
+		return ready, reason, false
+	}
+	b, _ := pem.Decode(s.Data[corev1.TLSCertKey])
+	if b == nil {
+		return ready, reason, false
+	}
+	leaf, err := x509.ParseCertificate(b.Bytes)
+	return ready, reason, err == nil && leaf.CheckSignatureFrom(next) == nil
+}
+
+func summarize(missing map[multicluster.ClusterName]int) string {
+	names := make([]string, 0, len(missing))
+	for n := range missing {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		if c := missing[multicluster.ClusterName(n)]; c < 0 {
+			parts = append(parts, n+" (unreachable)")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s (%d)", n, c))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

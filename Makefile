@@ -118,6 +118,7 @@ BENCH_FLAGS ?=
 bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME): tables on stdout + test/bench/results/*.json (~75 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench -cases fairness
 	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/acmebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 $(BENCH_FLAGS)

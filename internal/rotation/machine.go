@@ -96,7 +96,7 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 	s.Moved = t.moved
 	if in.withdrawn {
 		switch {
-		case in.finished, s.Phase == Publishing, s.Phase == Soaking:
+		case in.finished, s.Phase == Publishing, s.Phase == Soaking, s.Phase == Halted && s.From == Publishing:
 			return notes, true // nothing signed by the next CA, or it is the issuer's CA now
 		case s.Phase != Aborting:
 			s.Phase, s.Since, s.Reason, s.Force = Aborting, now, "", in.force
@@ -180,6 +180,9 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 		s.Force = in.force
 		s.Phase, s.Since = Complete, now
 		progressf("CA rotation complete: the old CA left the trust bundles%s. Point spec.ca.secretName at %s, then remove %s", stuck(), s.Next, NextCAAnnotation)
+	}
+	if s.Reason == "" && len(t.stuckNames) > 0 { // listed for `certhub status` too
+		s.Reason = fmt.Sprintf("cannot move for reasons of their own: %s", strings.Join(t.stuckNames[:min(len(t.stuckNames), maxStuckNames)], ", "))
 	}
 	return notes, false
 }

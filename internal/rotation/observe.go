@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
@@ -56,7 +57,14 @@ func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next st
 		if err != nil {
 			continue
 		}
-		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(ctx, cl, iss, labels, want)}
+		// One live read tells whether the cluster answers (its cache would
+		// serve the last state of a cluster that is down) and what its
+		// bundles hold now.
+		bundles, err := r.liveBundles(ctx, cl)
+		if err != nil {
+			continue // unreachable: holds no wave, rotated when back
+		}
+		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(bundles, iss, labels, want)}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
 		if err := cl.GetClient().List(ctx, list); err != nil {
@@ -91,17 +99,28 @@ func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next st
 	return out
 }
 
-// bundleHolds reports whether every bundle ConfigMap of the cluster in a
-// namespace iss's CA reaches (trust scope) holds every block of want.
-func (r *Rotator) bundleHolds(ctx context.Context, cl cluster.Cluster, iss *cmapi.ClusterIssuer, labels map[string]string, want [][]byte) bool {
+// liveProbeTimeout bounds the live read of one cluster's bundles.
+const liveProbeTimeout = 3 * time.Second
+
+// liveBundles reads the cluster's trust bundle ConfigMaps from its API
+// server (not the cache).
+func (r *Rotator) liveBundles(ctx context.Context, cl cluster.Cluster) ([]corev1.ConfigMap, error) {
+	ctx, cancel := context.WithTimeout(ctx, liveProbeTimeout)
+	defer cancel()
+	list := &corev1.ConfigMapList{}
+	if err := cl.GetAPIReader().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// bundleHolds reports whether every bundle ConfigMap in a namespace iss's
+// CA reaches (trust scope) holds every block of want.
+func (r *Rotator) bundleHolds(bundles []corev1.ConfigMap, iss *cmapi.ClusterIssuer, labels map[string]string, want [][]byte) bool {
 	if len(want) == 0 {
 		return false // the next CA's Secret cannot be read: nothing is published
 	}
-	list := &corev1.ConfigMapList{}
-	if err := cl.GetClient().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
-		return false
-	}
-	for _, cm := range list.Items {
+	for _, cm := range bundles {
 		if cm.Name != r.opts.BundleName || !trust.Reaches(iss, labels, cm.Namespace) {
 			continue
 		}

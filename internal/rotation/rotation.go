@@ -349,7 +349,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 	withdrawn := iss.Annotations[NextCAAnnotation] == ""
 	if !withdrawn && (s == nil || s.Next != next || s.Issuer != iss.Name || s.Phase == Aborting) {
 		s = &State{Issuer: iss.Name, Next: next, Phase: Publishing, Since: now, Resume: iss.Annotations[ResumeAnnotation], Force: iss.Annotations[ForceAnnotation]}
-		r.event(iss, corev1.EventTypeNormal, ReasonProgress, "CA rotation to Secret %s started: publishing the new CA in every trust bundle", next)
+		r.event(iss, corev1.EventTypeNormal, ReasonProgress, s.action(), "CA rotation to Secret %s started: publishing the new CA in every trust bundle", next)
 	}
 	if s == nil {
 		return nil
@@ -383,7 +383,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 		withdrawn: withdrawn, finished: withdrawn && iss.Spec.CA.SecretName == s.Next}
 	notes, remove := advance(s, in, timings{Soak: r.opts.Soak, Pause: r.opts.Pause, Deadline: r.opts.Deadline, Grace: r.opts.Grace}, now)
 	for _, n := range notes {
-		r.event(iss, n.typ, n.reason, "%s", n.message)
+		r.event(iss, n.typ, n.reason, s.action(), "%s", n.message)
 	}
 	if remove {
 		r.remove(ctx, iss.Name)
@@ -406,8 +406,11 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 	return r.save(ctx, iss, cm, exists, s, before)
 }
 
-func (r *Rotator) event(iss *cmapi.ClusterIssuer, typ, reason, format string, args ...any) {
-	r.opts.Recorder.Eventf(iss, nil, typ, reason, "Rotate", format, args...)
+// event records an Event on iss. Its action names the step (the events
+// API folds Events of one object, reason and action into a series that
+// keeps the first note: each step needs its own to be read).
+func (r *Rotator) event(iss *cmapi.ClusterIssuer, typ, reason, action, format string, args ...any) {
+	r.opts.Recorder.Eventf(iss, nil, typ, reason, action, format, args...)
 	r.log.Info(fmt.Sprintf(format, args...), "issuer", iss.Name)
 }
 

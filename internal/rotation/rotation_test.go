@@ -39,12 +39,16 @@ func TestPhases(t *testing.T) {
 		{Soaking, 0, []bool{false, false, false}, []string{"old", "new"}},
 		{Rolling, 1, []bool{true, true, false}, []string{"old", "new"}},
 		{Halted, 1, []bool{true, true, false}, []string{"old", "new"}},
+		{Halted, -1, []bool{false, false, false}, []string{"old", "new"}}, // while publishing (From)
 		{Pausing, 1, []bool{true, true, false}, []string{"old", "new"}},
 		{Grace, 2, []bool{true, true, true}, []string{"old", "new"}},
 		{Complete, 2, []bool{true, true, true}, []string{"new"}},
 		{Aborting, 1, []bool{false, false, false}, []string{"old", "new"}},
 	} {
 		s := &State{Issuer: "ca", Next: "new", Phase: tc.phase, Wave: tc.wave, Waves: 3}
+		if tc.wave < 0 {
+			s.Wave, s.From = 0, Publishing
+		}
 		for w, want := range tc.signs {
 			if got := s.signsWithNext(w); got != want {
 				t.Errorf("%s wave %d: wave %d signs with the new CA = %v", tc.phase, tc.wave, w, got)

@@ -67,7 +67,9 @@ type State struct {
 // signsWithNext reports whether a cluster in wave w signs with the new CA.
 func (s *State) signsWithNext(w int) bool {
 	switch s.Phase {
-	case Rolling, Halted, Pausing:
+	case Halted:
+		return s.From != Publishing && w <= s.Wave // halted while publishing: nothing signs with it yet
+	case Rolling, Pausing:
 		return w <= s.Wave
 	case Grace, Complete:
 		return true
@@ -93,6 +95,12 @@ func StateFrom(cm *corev1.ConfigMap) *State {
 	s.Total, _ = strconv.Atoi(d["total"])
 	s.Since, _ = time.Parse(time.RFC3339Nano, d["since"])
 	return s
+}
+
+// action names the step s is at, for its Events: the phase and wave,
+// e.g. "Pausing-wave-2".
+func (s *State) action() string {
+	return string(s.Phase) + "-wave-" + strconv.Itoa(s.Wave+1)
 }
 
 // String is the status line: "wave 2/3, 340/1000 re-issued, halted: …".

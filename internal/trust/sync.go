@@ -271,7 +271,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		case wanted && (!maps.Equal(cm.Data, want) || len(cm.BinaryData) > 0):
 			cm = cm.DeepCopy()
 			cm.Data, cm.BinaryData = want, nil
-			errs = append(errs, c.Update(wctx, cm))
+			err := c.Update(wctx, cm)
+			if apierrors.IsConflict(err) {
+				// The cache is behind (a cluster whose API server came back
+				// may take a while to catch up): write onto the live object.
+				err = updateLive(wctx, cl.GetAPIReader(), c, client.ObjectKeyFromObject(cm), want)
+			}
+			errs = append(errs, err)
 			written++
 		case !wanted && cm != nil:
 			errs = append(errs, client.IgnoreNotFound(c.Delete(wctx, cm, client.Preconditions{UID: &cm.UID})))
@@ -283,4 +289,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		log.V(1).Info("trust bundles written", "writes", written, "namespaces", len(namespaces.Items))
 	}
 	return reconcile.Result{}, errors.Join(errs...)
+}
+
+// updateLive writes data into the live ConfigMap key, if it is still a
+// bundle certhub manages.
+func updateLive(ctx context.Context, live client.Reader, c client.Client, key client.ObjectKey, data map[string]string) error {
+	cm := &corev1.ConfigMap{}
+	if err := live.Get(ctx, key, cm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if cm.Labels[ManagedLabel] != "true" {
+		return nil
+	}
+	cm.Data, cm.BinaryData = data, nil
+	return c.Update(ctx, cm)
 }

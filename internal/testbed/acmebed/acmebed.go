@@ -48,6 +48,10 @@ type Options struct {
 	EABKeys map[string]string
 	// StartTimeout defaults to DefaultStartTimeout.
 	StartTimeout time.Duration
+	// Profiles adds certificate profiles (name → validity) to Pebble's
+	// "default" (90 days) and "shortlived" (6 days), e.g. one of minutes
+	// to see renewals through several lifetimes in a test.
+	Profiles map[string]time.Duration
 }
 
 // Bed is a running Pebble + BIND.
@@ -194,6 +198,13 @@ func (b *Bed) startPebble(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	profiles := map[string]any{
+		"default":    map[string]any{"description": "default", "validityPeriod": 7776000},
+		"shortlived": map[string]any{"description": "short-lived", "validityPeriod": 518400},
+	}
+	for name, validity := range opts.Profiles {
+		profiles[name] = map[string]any{"description": name, "validityPeriod": int(validity.Seconds())}
+	}
 	cfg := map[string]any{"pebble": map[string]any{
 		"listenAddress":                  fmt.Sprintf("127.0.0.1:%d", listen),
 		"managementListenAddress":        fmt.Sprintf("127.0.0.1:%d", mgmt),
@@ -206,10 +217,7 @@ func (b *Bed) startPebble(ctx context.Context, opts Options) error {
 		"externalAccountMACKeys":         opts.EABKeys,
 		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
 		"keyAlgorithm":                   "ecdsa",
-		"profiles": map[string]any{
-			"default":    map[string]any{"description": "default", "validityPeriod": 7776000},
-			"shortlived": map[string]any{"description": "short-lived", "validityPeriod": 518400},
-		},
+		"profiles":                       profiles,
 	}}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

@@ -4,8 +4,10 @@
 // ECDSA P-256 and RSA-2048 with the CA issuer; the downstream API writes per
 // issued certificate, from the API server's apiserver_request_total before
 // and after each latency run (less the benchmark's own creates); and the
-// throughput of -burst Certificates created at once in one cluster. It prints
-// tables and writes JSON. `make bench` runs it.
+// throughput of -burst Certificates created at once in one cluster; with
+// -cases fairness alone, a quiet namespace's create→Ready beside another's
+// backlog under --issuance-rate (fairness.go). It prints tables and writes
+// JSON. `make bench` runs it.
 package main
 
 import (
@@ -52,7 +54,7 @@ func main() {
 	n := flag.Int("n", 200, "Certificates per latency case")
 	burst := flag.Int("burst", 500, "Certificates created at once for the throughput case")
 	out := flag.String("out", "", "JSON output (default test/bench/results/issue-<time>.json)")
-	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8)")
+	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8); fairness alone (its hub runs with --issuance-rate)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(*n, *burst, *out, *cases); err != nil {
@@ -80,6 +82,9 @@ func run(n, burst int, out, cases string) error {
 	o := app.NewOptions()
 	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
 	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
+	if cases == "fairness" {
+		o.IssuanceRate = fairnessRate
+	}
 	hubDone := make(chan error, 1)
 	hubCtx, stopHub := context.WithCancel(ctx)
 	go func() { hubDone <- app.Run(hubCtx, bed.Hub.Config, o) }()
@@ -104,6 +109,17 @@ func run(n, burst int, out, cases string) error {
 		return err
 	}
 	var results []Result
+	if cases == "fairness" {
+		fw, err := benchutil.WatchReady(ctx, cp.Config, "")
+		if err != nil {
+			return err
+		}
+		rs, err := fairness(ctx, cp, fw, 1000)
+		if err != nil {
+			return err
+		}
+		return report(rs, out)
+	}
 	if want("policy") {
 		rs, err := policySideBySide(ctx, bed, w, ns, n)
 		if err != nil {

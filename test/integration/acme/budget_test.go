@@ -61,7 +61,12 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 		name := fmt.Sprintf("site-%d", i)
 		crts = append(crts, placed{c, fixture.Certificate("shop", name, "pebble", fixture.WithNames("", name+"."+ca.Zone))})
 	}
-	// Watch for RateLimited while they issue.
+	// Watch for RateLimited while they issue (on keys taken before Create
+	// writes the server's answer into the objects).
+	keys := make([]client.ObjectKey, len(crts))
+	for i, p := range crts {
+		keys[i] = client.ObjectKeyFromObject(p.crt)
+	}
 	var mu sync.Mutex
 	rateLimited := map[string]string{}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -69,9 +74,9 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 	go func() {
 		defer close(watched)
 		for watchCtx.Err() == nil {
-			for _, p := range crts {
+			for i, p := range crts {
 				got := &cmapi.Certificate{}
-				if err := p.c.Get(watchCtx, client.ObjectKeyFromObject(p.crt), got); err == nil {
+				if err := p.c.Get(watchCtx, keys[i], got); err == nil {
 					if c := fixture.Condition(got, cmapi.CertificateConditionIssuing); c != nil && c.Reason == acme.ReasonRateLimited {
 						mu.Lock()
 						rateLimited[got.Name] = c.Message

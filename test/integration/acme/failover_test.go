@@ -9,6 +9,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -94,5 +95,122 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	}
 	if got := txt(t, ca.Nameserver, "_acme-challenge.web."+ca.Zone+"."); len(got) != 0 {
 		t.Errorf("TXT left after the resumed order: %v", got)
+	}
+}
+
+// waitOrder waits until the one ACMEOrder in the hub namespace is in state.
+func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state string) acme.Order {
+	t.Helper()
+	var ord acme.Order
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		orders := &acme.OrderList{}
+		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
+			return false, nil
+		}
+		ord = orders.Items[0]
+		return ord.Status.State == state, nil
+	})
+	if err != nil {
+		t.Fatalf("no order reached %s: %v (last %+v)", state, err, ord.Status)
+	}
+	return ord
+}
+
+// Issue 30: a TXT clean-up that fails is tried again until the record is
+// gone. The DNS server refuses the clean-up (the TSIG key the hub holds
+// is changed while the order waits out its settle delay): the order is
+// issued from and its record stays; the key is put back and the record
+// goes, with one order at the CA.
+func TestFailedTXTCleanUpIsRetried(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed := startIssuanceBed(ctx, t, 1)
+	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
+	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
+		t.Fatal(err)
+	}
+	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", "5s")
+	down := bed.Downstreams[0].Client
+	fixture.EnsureNamespace(t, down, "shop")
+	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
+	if err := down.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	waitOrder(ctx, t, hub, ns, acme.StatePropagating)
+	setTSIG := func(secret string) {
+		s := &corev1.Secret{}
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tsig"}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data[fixture.TSIGSecretKey] = []byte(secret)
+		if err := hub.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTSIG("d3Jvbmcgd3Jvbmcgd3Jvbmcgd3Jvbmcgd3Jvbmc=") // valid base64, not BIND's key
+	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
+	fqdn := "_acme-challenge.web." + ca.Zone + "."
+	if got := txt(t, ca.Nameserver, fqdn); len(got) == 0 {
+		t.Fatal("the TXT record went although the DNS server refused its clean-up: nothing was proven")
+	}
+	setTSIG(ca.TSIGSecret)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(txt(t, ca.Nameserver, fqdn)) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("TXT %s still there after its clean-up could succeed: %v", fqdn, txt(t, ca.Nameserver, fqdn))
+	}
+	if got := ca.Count().Orders; got != 1 {
+		t.Errorf("Pebble has %d orders, want 1", got)
+	}
+}
+
+// Issue 30: an ACMEOrder deleted while its TXT record is in the zone
+// (waiting out its settle delay) goes only once the record is gone; the
+// Certificate is issued from a new order. Pebble keeps no pending order
+// for reuse (Let's Encrypt reuses one for the same names and account), so
+// it counts two: the deleted one, abandoned, and the new one.
+func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed := startIssuanceBed(ctx, t, 1)
+	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
+	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
+		t.Fatal(err)
+	}
+	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", "20s")
+	down := bed.Downstreams[0].Client
+	fixture.EnsureNamespace(t, down, "shop")
+	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
+	if err := down.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	ord := waitOrder(ctx, t, hub, ns, acme.StatePropagating)
+	fqdn := "_acme-challenge.web." + ca.Zone + "."
+	if len(txt(t, ca.Nameserver, fqdn)) == 0 {
+		t.Fatal("no TXT record while propagating")
+	}
+	if err := hub.Delete(ctx, &ord); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(hub.Get(ctx, client.ObjectKeyFromObject(&ord), &acme.Order{})), nil
+	})
+	if err != nil {
+		t.Fatalf("the deleted order never went: %v", err)
+	}
+	if got := txt(t, ca.Nameserver, fqdn); len(got) != 0 {
+		t.Errorf("the deleted order went with its TXT record still in the zone: %v", got)
+	}
+	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return len(txt(t, ca.Nameserver, fqdn)) == 0, nil
+	}); err != nil {
+		t.Errorf("TXT left after the new order: %v", txt(t, ca.Nameserver, fqdn))
+	}
+	if got := ca.Count().Orders; got != 2 {
+		t.Errorf("Pebble has %d orders, want 2 (the deleted one and the new one)", got)
 	}
 }

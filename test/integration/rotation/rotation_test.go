@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/trust"
@@ -123,37 +124,53 @@ func signedBy(ca *x509.Certificate, leaves map[served]*x509.Certificate, cp *tes
 
 func annotate(t *testing.T, key, value string) {
 	t.Helper()
+	changeIssuer(t, func(ci *cmapi.ClusterIssuer) { metav1.SetMetaDataAnnotation(&ci.ObjectMeta, key, value) })
+}
+
+func changeIssuer(t *testing.T, change func(*cmapi.ClusterIssuer)) {
+	t.Helper()
 	ci := &cmapi.ClusterIssuer{}
 	if err := bed.Hub.Client.Get(context.Background(), client.ObjectKey{Name: issuerName}, ci); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(ci.DeepCopy())
-	metav1.SetMetaDataAnnotation(&ci.ObjectMeta, key, value)
+	change(ci)
 	if err := bed.Hub.Client.Patch(context.Background(), ci, patch); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestRotationInWaves(t *testing.T) {
-	ctx := context.Background()
-	r := &rotationTest{t: t, down: map[*testbed.ControlPlane]bool{}}
+// bundlesHoldOnly waits until every cluster's bundle is exactly ca.
+func bundlesHoldOnly(t *testing.T, ca *x509.Certificate) {
+	t.Helper()
+	want := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}))
 	for _, cp := range bed.Downstreams {
-		fixture.EnsureNamespace(t, cp.Client, ns)
-		for _, name := range []string{"a", "b"} {
-			crt := fixture.Certificate(ns, name, issuerName, fixture.WithNames("", name+"."+cp.Name+".example.com"))
-			crt.Spec.SecretName = name + "-tls"
-			if err := cp.Client.Create(ctx, crt); err != nil {
-				t.Fatal(err)
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cm := &corev1.ConfigMap{}
+			if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: trust.DefaultConfigMapName}, cm); err != nil {
+				return false, nil
 			}
-			r.certs = append(r.certs, served{cp, name})
+			return cm.Data[trust.DefaultKey] == want, nil
+		})
+		if err != nil {
+			t.Errorf("%s's bundle does not hold exactly %s", cp.Name, ca.Subject.CommonName)
 		}
 	}
-	b, _ := pem.Decode(env.CAPEM)
-	oldCA, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// The issuer's CA rotates in three waves (cluster-1, -2, -3), every
+// served certificate handshaking against its own cluster's bundle at every
+// poll. A tenant's Certificate in cluster-1 that cannot move (its Secret is
+// not certhub's: SecretNotOwned) holds no wave and is listed. cluster-2 is
+// down before its wave: it holds no wave either (wave 3 rolls), retiring
+// the old CA waits for it, and once back it is rotated bundle first. Then
+// the rotation is finished in Git (spec.ca.secretName, annotation removed).
+func TestRotationInWaves(t *testing.T) {
+	ctx := context.Background()
+	r := &rotationTest{t: t, down: map[*testbed.ControlPlane]bool{}, certs: servedCertificates(t)}
 	c1, c2, c3 := bed.Downstreams[0], bed.Downstreams[1], bed.Downstreams[2]
+	stuck := tenantStuck(t, c1)
+	oldCA := caOf(t, env.CAPEM)
 	r.until("every certificate served and trusted on its own cluster", time.Minute, func(l map[served]*x509.Certificate) bool {
 		return len(l) == len(r.certs)
 	})
@@ -166,48 +183,126 @@ func TestRotationInWaves(t *testing.T) {
 	r.until("the new CA published in every bundle, soaking", time.Minute, func(map[served]*x509.Certificate) bool {
 		return phase() == string(rotation.Soaking)
 	})
-	// The wave-1 cluster fails before its wave starts.
+	// The wave-2 cluster fails before its wave starts.
 	if err := c2.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	r.down[c2] = true
-	r.until("wave 1 (cluster-1) on the new CA", time.Minute, func(l map[served]*x509.Certificate) bool {
-		return signedBy(newCA, l, c1) && signedBy(oldCA, l, c3)
+	r.until("wave 1 (cluster-1) on the new CA, its stuck Certificate aside", time.Minute, func(l map[served]*x509.Certificate) bool {
+		return signedBy(newCA, l, c1)
 	})
-	r.until("wave 2 halted: cluster-2 cannot be re-issued", time.Minute, func(l map[served]*x509.Certificate) bool {
-		return phase() == string(rotation.Halted) && signedBy(oldCA, l, c3)
+	r.until("waves 2 and 3 rolled without cluster-2; retiring the old CA waits for it", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
+		return phase() == string(rotation.Grace) && signedBy(newCA, l, c3) && strings.Contains(state(), "waits for "+c2.Name)
 	})
-	e := fixture.WaitEvent(t, bed.Hub.Client, "default", issuerName, rotation.ReasonHalted, c2.Name)
+	e := fixture.WaitEvent(t, bed.Hub.Client, "default", issuerName, rotation.ReasonProgress, stuck)
 	t.Logf("Event: %s", e.Note)
 
-	// cluster-2 recovers: its wave's certificates move; the rotation stays
-	// halted (and wave 3 unstarted) until resumed.
 	if err := c2.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	delete(r.down, c2)
-	r.until("cluster-2 back, still halted, cluster-3 still on the old CA", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
-		return phase() == string(rotation.Halted) && signedBy(oldCA, l, c3) && len(l) == len(r.certs)
-	})
-	annotate(t, rotation.ResumeAnnotation, "after-cluster-2-recovered")
-	r.until("every wave done, the old CA gone from the bundles", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
+	r.until("cluster-2 back and rotated (bundle first), the old CA retired", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
 		return phase() == string(rotation.Complete) && signedBy(newCA, l, c1) && signedBy(newCA, l, c2) && signedBy(newCA, l, c3)
 	})
-	want := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: newCA.Raw}))
+	bundlesHoldOnly(t, newCA)
+	r.check()
+
+	// Finished in Git: the issuer's CA is the new one, the annotation goes.
+	changeIssuer(t, func(ci *cmapi.ClusterIssuer) {
+		ci.Spec.CA.SecretName = issuerName + "-next"
+		delete(ci.Annotations, rotation.NextCAAnnotation)
+	})
+	r.until("the rotation's state gone, nothing re-issued", time.Minute, func(l map[served]*x509.Certificate) bool {
+		return state() == "none" && signedBy(newCA, l, c1) && signedBy(newCA, l, c2) && signedBy(newCA, l, c3)
+	})
+	bundlesHoldOnly(t, newCA)
+	_ = oldCA
+}
+
+// Withdrawn after its first wave, a rotation rolls back: every handshake
+// in every cluster verifies at every poll, cluster-1 goes back to the
+// issuer's CA, and the withdrawn CA leaves the bundles only then.
+func TestRotationAbortedAfterItsFirstWave(t *testing.T) {
+	ctx := context.Background()
+	r := &rotationTest{t: t, down: map[*testbed.ControlPlane]bool{}, certs: servedCertificates(t)}
+	c1, c2, c3 := bed.Downstreams[0], bed.Downstreams[1], bed.Downstreams[2]
+	current := &corev1.Secret{}
+	ci := &cmapi.ClusterIssuer{}
+	if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Name: issuerName}, ci); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: bed.HubNamespace(), Name: ci.Spec.CA.SecretName}, current); err != nil {
+		t.Fatal(err)
+	}
+	currentCA := caOf(t, current.Data[corev1.TLSCertKey])
+	r.until("every certificate served on the issuer's CA", time.Minute, func(l map[served]*x509.Certificate) bool {
+		return len(l) == len(r.certs) && signedBy(currentCA, l, c1) && signedBy(currentCA, l, c2) && signedBy(currentCA, l, c3)
+	})
+	withdrawn, err := bed.CreateCASecret(ctx, issuerName+"-withdrawn", issuerName+" withdrawn CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, rotation.NextCAAnnotation, issuerName+"-withdrawn")
+	r.until("wave 1 (cluster-1) on the new CA", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
+		return signedBy(withdrawn, l, c1) && signedBy(currentCA, l, c3)
+	})
+	changeIssuer(t, func(ci *cmapi.ClusterIssuer) { delete(ci.Annotations, rotation.NextCAAnnotation) })
+	e := fixture.WaitEvent(t, bed.Hub.Client, "default", issuerName, rotation.ReasonHalted, "withdrawn")
+	t.Logf("Event: %s", e.Note)
+	r.until("rolled back: every cluster on the issuer's CA, the rotation's state gone", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
+		return state() == "none" && signedBy(currentCA, l, c1) && signedBy(currentCA, l, c2) && signedBy(currentCA, l, c3)
+	})
+	bundlesHoldOnly(t, currentCA)
+	r.check()
+}
+
+// servedCertificates are Certificates a and b in every cluster, created
+// when missing (each test may run alone).
+func servedCertificates(t *testing.T) []served {
+	t.Helper()
+	var out []served
 	for _, cp := range bed.Downstreams {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			cm := &corev1.ConfigMap{}
-			if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: trust.DefaultConfigMapName}, cm); err != nil {
-				return false, nil
+		fixture.EnsureNamespace(t, cp.Client, ns)
+		for _, name := range []string{"a", "b"} {
+			crt := fixture.Certificate(ns, name, issuerName, fixture.WithNames("", name+"."+cp.Name+".example.com"))
+			crt.Spec.SecretName = name + "-tls"
+			if err := cp.Client.Create(context.Background(), crt); client.IgnoreAlreadyExists(err) != nil {
+				t.Fatal(err)
 			}
-			return cm.Data[trust.DefaultKey] == want, nil
-		})
-		if err != nil {
-			t.Errorf("%s's bundle still holds more than the new CA", cp.Name)
+			out = append(out, served{cp, name})
 		}
 	}
-	r.check()
-	if strings.Contains(state(), "Halted") {
-		t.Error("still halted")
+	return out
+}
+
+// tenantStuck creates, in cluster cp, a Certificate that cannot move for
+// a reason of its own (its Secret exists and is not certhub's) and returns
+// its namespace/name as the rotation lists it.
+func tenantStuck(t *testing.T, cp *testbed.ControlPlane) string {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: []byte("x"), corev1.TLSPrivateKeyKey: []byte("y")}}
+	if err := cp.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
 	}
+	crt := fixture.Certificate(ns, "theirs", issuerName, func(c *cmapi.Certificate) { c.Spec.SecretName = "theirs-tls" })
+	if err := cp.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "Ready=False/SecretNotOwned", fixture.NotReadyWith(certsync.ReasonSecretNotOwned))
+	return ns + "/theirs"
+}
+
+func caOf(t *testing.T, raw []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(raw)
+	if b == nil {
+		t.Fatal("no PEM")
+	}
+	ca, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }

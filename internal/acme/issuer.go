@@ -198,7 +198,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	if wait > 0 {
 		at := o.s.opts.Clock.Now().Add(wait).UTC().Truncate(time.Second)
 		return &issuance.Pending{Reason: ReasonRateLimited, RetryAfter: min(wait, 5*time.Minute), Message: fmt.Sprintf(
-			"ClusterIssuer %s: its %q budget (the CA's rate limit, shared by every replica) is spent for now; nearest expiry first, next try at %s", o.ci.Name, refused, at.Format(time.RFC3339))}
+			"ClusterIssuer %s: its %q budget (the CA's rate limit, shared by every replica) is spent for now; shared fairly by cluster and namespace, nearest expiry first within a namespace; next try at %s", o.ci.Name, refused, at.Format(time.RFC3339))}
 	}
 	key := req.Key
 	if key == nil {
@@ -240,7 +240,16 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{corev1.TLSPrivateKeyKey: keyPEM},
 	}
-	if err := o.s.hub.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = o.s.hub.Create(ctx, sec)
+	if apierrors.IsAlreadyExists(err) {
+		// A deleted order's key Secret the garbage collector has not
+		// removed yet (it would take the new key with it): replaced.
+		old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sec.Namespace, Name: sec.Name}}
+		if err = o.s.hub.Delete(ctx, old); client.IgnoreNotFound(err) == nil {
+			err = o.s.hub.Create(ctx, sec)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("failed to create the key Secret of ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	o.s.claim(ctx, ord) // the creator drives its order; another replica takes over if it dies

@@ -226,7 +226,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RotationPause, "rotation-pause", o.RotationPause, "CA rotation: pause between waves")
 	fs.DurationVar(&o.RotationDeadline, "rotation-deadline", o.RotationDeadline, "CA rotation: a wave whose Certificates are not all re-issued and Ready by then halts the rotation (resume: annotate certhub.io/rotation-resume)")
 	fs.DurationVar(&o.RotationGrace, "rotation-grace", o.RotationGrace, "CA rotation: after the last wave, how long the old CA stays in the trust bundles")
-	fs.Float64Var(&o.IssuanceRate, "issuance-rate", o.IssuanceRate, "Certificates issued per second by the whole hub (0: no limit); each replica admits its share, by the clusters it owns, nearest expiry first")
+	fs.Float64Var(&o.IssuanceRate, "issuance-rate", o.IssuanceRate, "Certificates issued per second by the whole hub (0: no limit); each replica admits its share, by the clusters it owns, shared fairly by cluster (weight: label certhub.io/issuance-weight on its Secret) and namespace, nearest expiry first within a namespace")
 	fs.Float64Var(&o.MaxBudgetDelay, "max-budget-delay", o.MaxBudgetDelay, "Fraction of a certificate's remaining life at its renewal time it may wait for --issuance-rate; past it, it is issued regardless")
 	fs.Float64Var(&o.RenewalJitter, "renewal-jitter", o.RenewalJitter, "Renew each certificate earlier than cert-manager would by up to this fraction of its renewal window (renewal time to expiry), fixed per Certificate, so Certificates issued together do not renew together (0: exactly cert-manager's time)")
 	fs.IntVar(&o.Workers, "concurrent-workers", o.Workers, "Workers reconciling Certificates, shared by all clusters in turn")

@@ -70,15 +70,9 @@ func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, lim
 	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
 			if domain, wait, ok := p.limitedDomain(r); ok {
-				p.mu.Lock()
-				p.limited++
-				p.mu.Unlock()
-				w.Header().Set("Content-Type", "application/problem+json")
-				w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-				w.WriteHeader(http.StatusTooManyRequests)
 				// As Let's Encrypt words its per-registered-domain limit.
-				_, _ = fmt.Fprintf(w, `{"type":"urn:ietf:params:acme:error:rateLimited","detail":"too many certificates (50) already issued for \"%s\" in the last 168h0m0s, retry after %s: see https://letsencrypt.org/docs/rate-limits/#new-certificates-per-registered-domain","status":429}`,
-					domain, time.Now().Add(wait).UTC().Format("2006-01-02 15:04:05 UTC"))
+				p.rateLimited(w, wait, fmt.Sprintf(`too many certificates (50) already issued for \"%s\" in the last 168h0m0s, retry after %s: see https://letsencrypt.org/docs/rate-limits/#new-certificates-per-registered-domain`,
+					domain, time.Now().Add(wait).UTC().Format("2006-01-02 15:04:05 UTC")))
 				return
 			}
 			p.mu.Lock()
@@ -87,13 +81,7 @@ func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, lim
 			p.mu.Unlock()
 			if p.inject != nil {
 				if wait, limited := p.inject(n); limited {
-					p.mu.Lock()
-					p.limited++
-					p.mu.Unlock()
-					w.Header().Set("Content-Type", "application/problem+json")
-					w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-					w.WriteHeader(http.StatusTooManyRequests)
-					_, _ = fmt.Fprintf(w, `{"type":"urn:ietf:params:acme:error:rateLimited","detail":"injected by the test proxy: too many new orders","status":429}`)
+					p.rateLimited(w, wait, "injected by the test proxy: too many new orders")
 					return
 				}
 			}
@@ -103,6 +91,18 @@ func (b *Bed) StartProxy(inject func(attempt int) (retryAfter time.Duration, lim
 	p.DirectoryURL = p.srv.URL + "/dir"
 	p.ServerCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 	return p, nil
+}
+
+// rateLimited answers 429 rateLimited with Retry-After wait and detail
+// (JSON-escaped already), and counts it.
+func (p *Proxy) rateLimited(w http.ResponseWriter, wait time.Duration, detail string) {
+	p.mu.Lock()
+	p.limited++
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = fmt.Fprintf(w, `{"type":"urn:ietf:params:acme:error:rateLimited","detail":"%s","status":429}`, detail)
 }
 
 // LimitDomain answers every new order naming domain or a name below it

@@ -98,6 +98,27 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	}
 }
 
+// orderWaiting starts a bed whose hub replica holds each ACME order for
+// settle after its TXT records are written, and creates Certificate
+// shop/web in its cluster.
+func orderWaiting(ctx context.Context, t *testing.T, settle string) (*issuanceBed, client.Client, *cmapi.Certificate) {
+	t.Helper()
+	bed := startIssuanceBed(ctx, t, 1)
+	ca := bed.CA
+	if err := bed.Hub.Client.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
+		t.Fatal(err)
+	}
+	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", settle)
+	down := bed.Downstreams[0].Client
+	fixture.EnsureNamespace(t, down, "shop")
+	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
+	if err := down.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	return bed, down, crt
+}
+
 // waitOrder waits until the one ACMEOrder in the hub namespace is in state.
 func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state string) acme.Order {
 	t.Helper()
@@ -124,19 +145,8 @@ func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state s
 func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed := startIssuanceBed(ctx, t, 1)
+	bed, down, crt := orderWaiting(ctx, t, "5s")
 	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
-	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
-		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
-		t.Fatal(err)
-	}
-	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", "5s")
-	down := bed.Downstreams[0].Client
-	fixture.EnsureNamespace(t, down, "shop")
-	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
-	if err := down.Create(ctx, crt); err != nil {
-		t.Fatal(err)
-	}
 	waitOrder(ctx, t, hub, ns, acme.StatePropagating)
 	setTSIG := func(secret string) {
 		s := &corev1.Secret{}
@@ -174,19 +184,8 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed := startIssuanceBed(ctx, t, 1)
+	bed, down, crt := orderWaiting(ctx, t, "20s")
 	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
-	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
-		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
-		t.Fatal(err)
-	}
-	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", "20s")
-	down := bed.Downstreams[0].Client
-	fixture.EnsureNamespace(t, down, "shop")
-	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "web."+ca.Zone))
-	if err := down.Create(ctx, crt); err != nil {
-		t.Fatal(err)
-	}
 	ord := waitOrder(ctx, t, hub, ns, acme.StatePropagating)
 	fqdn := "_acme-challenge.web." + ca.Zone + "."
 	if len(txt(t, ca.Nameserver, fqdn)) == 0 {

@@ -118,3 +118,34 @@ func TestIssuingConditionTriggersOneReissue(t *testing.T) {
 		t.Errorf("revision went from %d to %d without a trigger", revision(second), revision(third))
 	}
 }
+
+// Issue 30 (cert-manager 1.21 semantics): spec.renewal.policy Disabled is
+// issued once, with no renewal time, and stays still: a later reconcile
+// (a label on the Certificate) issues nothing. (It used to fail its first
+// status write: a nil renewal time.)
+func TestRenewalDisabledIsIssuedOnce(t *testing.T) {
+	ctx := context.Background()
+	c := bed.Downstreams[1].Client
+	fixture.EnsureNamespace(t, c, "renewal")
+	crt := fixture.Certificate("renewal", "disabled", issuerName, func(crt *cmapi.Certificate) {
+		crt.Spec.Renewal = &cmapi.CertificateRenewal{Policy: cmapi.CertificateRenewalPolicyDisabled}
+	})
+	if err := c.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	first := fixture.WaitReady(t, c, client.ObjectKeyFromObject(crt))
+	if revision(first) != 1 || first.Status.RenewalTime != nil {
+		t.Fatalf("revision %d, renewal time %v; want 1 and none", revision(first), first.Status.RenewalTime)
+	}
+	patch := client.MergeFrom(first.DeepCopy())
+	first.Labels = map[string]string{"touched": "yes"}
+	if err := c.Patch(ctx, first, patch); err != nil {
+		t.Fatal(err)
+	}
+	later := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "reconciled after the label", func(c *cmapi.Certificate) bool {
+		return fixture.IsReady(c) && c.Labels["touched"] == "yes"
+	})
+	if revision(later) != 1 || later.Status.RenewalTime != nil {
+		t.Errorf("revision %d, renewal time %v after a reconcile; want 1 and none", revision(later), later.Status.RenewalTime)
+	}
+}

@@ -147,6 +147,13 @@ func (s *Service) renewalInfo(ctx context.Context, ci *cmapi.ClusterIssuer, id s
 	if w.Start.IsZero() || w.End.IsZero() {
 		return time.Time{}, ri.RetryAfter, nil
 	}
+	if !w.Start.After(cert.NotBefore) {
+		// A window that opens at or before the certificate was issued does
+		// not describe it (cert-manager 1.21 ignores it the same way,
+		// internal/controller/certificates/policies): renewing by it would
+		// re-issue at once, again and again. The spec's renewal time holds.
+		return time.Time{}, ri.RetryAfter, nil
+	}
 	return pointInWindow(id, w.Start, w.End), ri.RetryAfter, nil
 }
 

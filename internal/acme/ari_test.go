@@ -187,7 +187,9 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 		t.Errorf("%d renewalInfo requests before Retry-After passed, want 1", n)
 	}
 
-	// Retry-After passed, the window moved into the past: woken, renew now.
+	// Retry-After passed, the window moved into the past (after the
+	// certificate was issued: a revocation event): woken, renew now.
+	clk.Step(3 * time.Hour)
 	srv.set(clk.Now().Add(-2*time.Hour), clk.Now().Add(-time.Hour), 600)
 	clk.Step(601 * time.Second)
 	if at2, _, _ := ask(); !at2.Equal(at) {
@@ -199,6 +201,16 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 	}
 
 	// Not an ACME issuer, or a CA without ARI: nothing.
+	// A window that opens before the certificate was issued describes an
+	// earlier one (cert-manager ignores it too): no advice, the spec holds.
+	srv.set(cert.NotBefore.Add(-time.Hour), cert.NotBefore.Add(time.Hour), 600)
+	clk.Step(601 * time.Second)
+	ask()
+	awaitWake("a window from before the certificate")
+	if at4, ok, _ := ask(); ok {
+		t.Errorf("advice %s from a window opening before the certificate was issued", at4)
+	}
+
 	if _, ok, _ := s.RenewalTime(ctx, "east", "shop", "web", cmmeta.IssuerReference{Name: "ca", Kind: cmapi.IssuerKind}, cert); ok {
 		t.Error("a namespaced Issuer got ARI advice")
 	}

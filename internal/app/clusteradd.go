@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 )
 
@@ -42,7 +43,7 @@ const (
 )
 
 func newClusterAddCommand() *cobra.Command {
-	o := clusterAddOptions{argoNamespace: DefaultClusterSecretNamespace, tokenDuration: DefaultTokenDuration, format: formatSecret, storeKind: "SecretStore"}
+	o := clusterAddOptions{argoNamespace: hub.DefaultClusterSecretNamespace, tokenDuration: DefaultTokenDuration, format: formatSecret, storeKind: "SecretStore"}
 	cmd := &cobra.Command{
 		Use:   "add",
 		Short: "Give the hub access to a cluster and write its Argo CD cluster Secret for Git",

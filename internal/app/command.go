@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 )
 
@@ -26,7 +27,8 @@ func NewCommand() *cobra.Command {
 }
 
 func newRunCommand() *cobra.Command {
-	o := NewOptions()
+	o := hub.NewOptions()
+	o.UserAgent = "certhub/" + Version
 	zo := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -49,10 +51,10 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 			if o.ExecShim, err = os.Executable(); err != nil {
 				return fmt.Errorf("failed to find the certhub binary (it runs exec plugins): %w", err)
 			}
-			return Run(ctrl.SetupSignalHandler(), cfg, o)
+			return hub.Run(ctrl.SetupSignalHandler(), cfg, o)
 		},
 	}
-	o.AddFlags(cmd.Flags())
+	addRunFlags(cmd.Flags(), o)
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zo.BindFlags(gfs)
 	cmd.Flags().AddGoFlagSet(gfs)

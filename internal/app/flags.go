@@ -3,57 +3,14 @@ package app
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/certhub/certhub/internal/hub"
 )
-
-// The optional controllers --controllers names (cert-manager's syntax).
-const (
-	controllerTrustBundles = "trust-bundles"
-	controllerIngressShim  = "ingress-shim"
-	controllerGatewayShim  = "gateway-shim"
-)
-
-var optionalControllers = []string{controllerTrustBundles, controllerIngressShim, controllerGatewayShim}
-
-// Complete resolves what the flags leave open: the replica's identity
-// ($POD_NAME, then the hostname) and --controllers into the controller
-// switches. Call it after parsing and before Run.
-func (o *Options) Complete() error {
-	o.defaultIdentity()
-	on, err := parseControllers(o.Controllers)
-	if err != nil {
-		return err
-	}
-	o.TrustBundles, o.IngressShim, o.GatewayShim = on[controllerTrustBundles], on[controllerIngressShim], on[controllerGatewayShim]
-	return nil
-}
-
-// parseControllers reads cert-manager's --controllers syntax: "*" turns on
-// every controller, "name" one, "-name" turns one off; later items win.
-func parseControllers(spec string) (map[string]bool, error) {
-	on := map[string]bool{}
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		name, off := strings.CutPrefix(item, "-")
-		switch {
-		case item == "":
-		case item == "*":
-			for _, c := range optionalControllers {
-				on[c] = true
-			}
-		case slices.Contains(optionalControllers, name):
-			on[name] = !off
-		default:
-			return nil, fmt.Errorf("--controllers: unknown controller %q (known: *, %s)", name, strings.Join(optionalControllers, ", "))
-		}
-	}
-	return on, nil
-}
 
 // renamedFlags are flags renamed for consistent prefixes; the old names
 // work for one release, deprecated (hidden, with a warning when used).
@@ -67,13 +24,13 @@ var renamedFlags = map[string]string{
 
 // addDeprecatedFlags adds the old names of renamed flags, sharing the new
 // flags' values, and the three controller switches --controllers replaces.
-func addDeprecatedFlags(fs *pflag.FlagSet, o *Options) {
+func addDeprecatedFlags(fs *pflag.FlagSet, o *hub.Options) {
 	for old, renamed := range renamedFlags {
 		f := fs.Lookup(renamed)
 		fs.AddFlag(&pflag.Flag{Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
 			Deprecated: "use --" + renamed, Hidden: true})
 	}
-	for _, c := range optionalControllers {
+	for _, c := range hub.OptionalControllers {
 		fs.AddFlag(&pflag.Flag{Name: c, Usage: "turn the " + c + " controller on or off", Value: &controllerSwitch{o: o, name: c},
 			DefValue: "true", NoOptDefVal: "true", Deprecated: fmt.Sprintf("use --controllers=*,-%s to turn it off", c), Hidden: true})
 	}
@@ -81,7 +38,7 @@ func addDeprecatedFlags(fs *pflag.FlagSet, o *Options) {
 
 // controllerSwitch is a deprecated boolean flag that appends to --controllers.
 type controllerSwitch struct {
-	o    *Options
+	o    *hub.Options
 	name string
 }
 

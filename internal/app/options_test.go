@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/certhub/certhub/internal/hub"
 )
 
 func TestOptionsFlagsAndValidation(t *testing.T) {
-	o := NewOptions()
+	o := hub.NewOptions()
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	o.AddFlags(fs)
+	addRunFlags(fs, o)
 	if err := fs.Parse([]string{"--namespace=hub", "--cluster-secret-namespace=gitops", "--identity=r1"}); err != nil {
 		t.Fatal(err)
 	}
-	if o.Namespace != "hub" || o.ClusterSecretNamespace != "gitops" || o.Identity != "r1" || o.MetricsAddr != DefaultMetricsAddr {
+	if o.Namespace != "hub" || o.ClusterSecretNamespace != "gitops" || o.Identity != "r1" || o.MetricsAddr != hub.DefaultMetricsAddr {
 		t.Fatalf("flags not applied: %+v", o)
 	}
 	if err := o.Validate(); err != nil {
@@ -47,9 +49,9 @@ func TestControllersFlag(t *testing.T) {
 		{args: []string{"--controllers=*", "--ingress-shim=false", "--gateway-shim"}, trust: true, gatew: true},
 		{args: []string{"--controllers=*,-cainjector"}, err: `unknown controller "cainjector"`},
 	} {
-		o := NewOptions()
+		o := hub.NewOptions()
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-		o.AddFlags(fs)
+		addRunFlags(fs, o)
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
@@ -70,9 +72,9 @@ func TestControllersFlag(t *testing.T) {
 // `certhub run --help` prints the flags by component, with no default
 // taken from the machine it runs on.
 func TestRenamedFlagsAndGroupedHelp(t *testing.T) {
-	o := NewOptions()
+	o := hub.NewOptions()
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	o.AddFlags(fs)
+	addRunFlags(fs, o)
 	if err := fs.Parse([]string{"--lease-duration=7s", "--dns01-settle-delay=3s", "--standby=2"}); err != nil {
 		t.Fatal(err)
 	}

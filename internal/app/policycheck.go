@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -36,7 +37,7 @@ func newPolicyCommand() *cobra.Command {
 }
 
 func newPolicyCheckCommand() *cobra.Command {
-	o := policyCheckOptions{defaultPolicy: string(policy.Deny), clusterSecretNamespace: DefaultClusterSecretNamespace}
+	o := policyCheckOptions{defaultPolicy: string(policy.Deny), clusterSecretNamespace: hub.DefaultClusterSecretNamespace}
 	cmd := &cobra.Command{
 		Use:   "check --cluster NAME [--namespace NS] [--policies FILE|DIR]... CERT.yaml|DIR|-...",
 		Short: "Evaluate Certificate manifests against issuance policies, offline or against the live hub (for application repositories' CI)",
@@ -96,22 +97,22 @@ func runPolicyCheck(ctx context.Context, stdin io.Reader, out io.Writer, args []
 		return errors.New("no Certificate found in the input")
 	}
 
-	var hub client.Client
+	var hubc client.Client
 	needHub := len(o.policyFiles) == 0 || o.clusterLabels == ""
 	if needHub {
 		cfg, err := loadHubConfig(o.kubeconfig)
 		if err != nil {
 			return fmt.Errorf("reading policies or cluster labels from the hub: %w (give --policies and --cluster-labels to check offline)", err)
 		}
-		if hub, err = client.New(cfg, client.Options{}); err != nil {
+		if hubc, err = client.New(cfg, client.Options{}); err != nil {
 			return fmt.Errorf("failed to create hub client: %w", err)
 		}
 	}
-	policies, err := loadPolicies(ctx, stdin, hub, o.policyFiles)
+	policies, err := loadPolicies(ctx, stdin, hubc, o.policyFiles)
 	if err != nil {
 		return err
 	}
-	clusterLabels, err := labelsOf(ctx, hub, o)
+	clusterLabels, err := labelsOf(ctx, hubc, o)
 	if err != nil {
 		return err
 	}
@@ -167,11 +168,11 @@ func decodeCertificates(raw []byte, ns string) ([]*cmapi.Certificate, error) {
 }
 
 // loadPolicies reads IssuancePolicies from files, or from the hub when none are given.
-func loadPolicies(ctx context.Context, stdin io.Reader, hub client.Client, files []string) ([]policy.IssuancePolicy, error) {
+func loadPolicies(ctx context.Context, stdin io.Reader, hubc client.Client, files []string) ([]policy.IssuancePolicy, error) {
 	if len(files) == 0 {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(policy.ListGVK)
-		if err := hub.List(ctx, list); err != nil {
+		if err := hubc.List(ctx, list); err != nil {
 			return nil, fmt.Errorf("failed to list IssuancePolicies in the hub: %w", err)
 		}
 		var out []policy.IssuancePolicy
@@ -204,7 +205,7 @@ func loadPolicies(ctx context.Context, stdin io.Reader, hub client.Client, files
 }
 
 // labelsOf returns --cluster-labels, or the labels of the cluster's Secret in the hub.
-func labelsOf(ctx context.Context, hub client.Client, o policyCheckOptions) (map[string]string, error) {
+func labelsOf(ctx context.Context, hubc client.Client, o policyCheckOptions) (map[string]string, error) {
 	if o.clusterLabels != "" {
 		set, err := labels.ConvertSelectorToLabelsMap(o.clusterLabels)
 		if err != nil {
@@ -213,7 +214,7 @@ func labelsOf(ctx context.Context, hub client.Client, o policyCheckOptions) (map
 		return set, nil
 	}
 	list := &corev1.SecretList{}
-	if err := hub.List(ctx, list, client.InNamespace(o.clusterSecretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+	if err := hubc.List(ctx, list, client.InNamespace(o.clusterSecretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		return nil, fmt.Errorf("failed to list cluster Secrets in the hub: %w", err)
 	}
 	for _, s := range list.Items {

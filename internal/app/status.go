@@ -27,9 +27,9 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
-	"github.com/certhub/certhub/internal/shard"
 )
 
 // Cluster states shown by `certhub status`.
@@ -84,7 +84,7 @@ type statusOptions struct {
 }
 
 func newStatusCommand() *cobra.Command {
-	o := statusOptions{namespace: DefaultNamespace, secretNamespace: DefaultClusterSecretNamespace, output: "table", timeout: 5 * time.Second}
+	o := statusOptions{namespace: hub.DefaultNamespace, secretNamespace: hub.DefaultClusterSecretNamespace, output: "table", timeout: 5 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show every registered cluster: owner replica, reachability, Certificates ready, expiry, renewal, last write",
@@ -142,25 +142,25 @@ func loadHubConfig(kubeconfig string) (*rest.Config, error) {
 
 // collectStatus builds the rows: one per cluster Secret, sorted by cluster.
 func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]ClusterStatus, error) {
-	scheme, err := newScheme()
+	scheme, err := hub.NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	hub, err := client.New(cfg, client.Options{Scheme: scheme})
+	hubc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create hub client: %w", err)
 	}
-	return statusRows(ctx, hub, scheme, o)
+	return statusRows(ctx, hubc, scheme, o)
 }
 
 // statusRows reads the registrations and fence owners from hub and inspects
 // each cluster with its own credentials.
-func statusRows(ctx context.Context, hub client.Reader, scheme *runtime.Scheme, o statusOptions) ([]ClusterStatus, error) {
+func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme, o statusOptions) ([]ClusterStatus, error) {
 	secrets := &corev1.SecretList{}
-	if err := hub.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+	if err := hubc.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		return nil, fmt.Errorf("failed to list cluster Secrets in %s: %w", o.secretNamespace, err)
 	}
-	owners, err := shard.ReadOwners(ctx, hub, o.namespace)
+	owners, err := hub.ReadOwners(ctx, hubc, o.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -281,12 +281,12 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 // printRotations prints one line per CA rotation in progress (their state
 // ConfigMaps in the hub namespace).
 func printRotations(ctx context.Context, w io.Writer, cfg *rest.Config, namespace string) error {
-	hub, err := client.New(cfg, client.Options{})
+	hubc, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return err
 	}
 	cms := &corev1.ConfigMapList{}
-	if err := hub.List(ctx, cms, client.InNamespace(namespace), client.MatchingLabels{rotation.StateLabel: "true"}); err != nil {
+	if err := hubc.List(ctx, cms, client.InNamespace(namespace), client.MatchingLabels{rotation.StateLabel: "true"}); err != nil {
 		return fmt.Errorf("failed to list CA rotations: %w", err)
 	}
 	for _, line := range rotationLines(cms.Items) {
@@ -304,12 +304,12 @@ func printBudgets(ctx context.Context, w io.Writer, cfg *rest.Config, namespace 
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	hub, err := client.New(cfg, client.Options{Scheme: scheme})
+	hubc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
 	issuers := &cmapi.ClusterIssuerList{}
-	if err := hub.List(ctx, issuers); err != nil {
+	if err := hubc.List(ctx, issuers); err != nil {
 		return fmt.Errorf("failed to list ClusterIssuers: %w", err)
 	}
 	for i := range issuers.Items {
@@ -317,7 +317,7 @@ func printBudgets(ctx context.Context, w io.Writer, cfg *rest.Config, namespace 
 		if ci.Spec.ACME == nil {
 			continue
 		}
-		line, err := acme.DescribeBudget(ctx, hub, namespace, ci, clock.RealClock{})
+		line, err := acme.DescribeBudget(ctx, hubc, namespace, ci, clock.RealClock{})
 		if err != nil {
 			return fmt.Errorf("failed to read the budget of ClusterIssuer %s: %w", ci.Name, err)
 		}

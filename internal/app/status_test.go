@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
@@ -27,7 +28,7 @@ import (
 // were keyed by fence key and looked up by cluster name).
 func TestStatusOwners(t *testing.T) {
 	for _, buckets := range []int{0, 4} {
-		scheme, err := newScheme()
+		scheme, err := hub.NewScheme()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 )
 
@@ -62,7 +63,7 @@ type validateOptions struct {
 }
 
 func newValidateCommand() *cobra.Command {
-	o := validateOptions{namespace: DefaultClusterSecretNamespace, output: "text"}
+	o := validateOptions{namespace: hub.DefaultClusterSecretNamespace, output: "text"}
 	cmd := &cobra.Command{
 		Use:   "validate FILE|DIR|-...",
 		Short: "Check cluster registrations offline, as the API server and Argo CD would take them (for CI and pre-commit)",

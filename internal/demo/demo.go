@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/policy"
-	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/testbed/acmebed"
 )
@@ -425,7 +425,7 @@ func (r *demoReplica) stop(sig syscall.Signal) error {
 
 // demoOwner is the replica holding cluster's fence, or "" if none (or unknown).
 func demoOwner(ctx context.Context, bed *testbed.Bed, cluster string) string {
-	owners, err := shard.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
+	owners, err := hub.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
 	if err != nil {
 		return ""
 	}
@@ -438,7 +438,7 @@ func waitDemoReady(ctx context.Context, bed *testbed.Bed, total, denied int, tim
 	var rows []demoRow
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		rows = rows[:0]
-		owners, err := shard.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
+		owners, err := hub.ReadOwners(ctx, bed.Hub.Client, bed.HubNamespace())
 		if err != nil {
 			return false, nil // transient; keep polling
 		}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
@@ -79,7 +79,7 @@ func run(n, burst int, out, cases string) error {
 	if _, err := bed.Register(ctx, cp); err != nil {
 		return err
 	}
-	o := app.NewOptions()
+	o := hub.NewOptions()
 	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
 	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
 	if cases == "fairness" {
@@ -87,7 +87,7 @@ func run(n, burst int, out, cases string) error {
 	}
 	hubDone := make(chan error, 1)
 	hubCtx, stopHub := context.WithCancel(ctx)
-	go func() { hubDone <- app.Run(hubCtx, bed.Hub.Config, o) }()
+	go func() { hubDone <- hub.Run(hubCtx, bed.Hub.Config, o) }()
 	defer func() {
 		stopHub()
 		if err := <-hubDone; err != nil {

@@ -59,7 +59,7 @@ func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int, caOpts
 // runHub runs a hub replica process (certhub run) against the bed, BIND
 // its only nameserver for DNS-01, with args added, until the test ends,
 // and waits until ClusterIssuer issuer has its ACME account registered. A
-// process, not app.Run in the test: each package's metrics register once
+// process, not hub.Run in the test: each package's metrics register once
 // per process, so a second in-process hub in one test binary would fail.
 func (b *issuanceBed) runHub(t *testing.T, issuer string, args ...string) *fleet.Replica {
 	t.Helper()

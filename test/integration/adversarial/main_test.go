@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	// The binary: a second replica to freeze (item 6), `certhub status` (item 7).
 	// The in-process replica runs the fleet's fast Lease timings, as the process does.
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1, Binary: true,
-		Hub: func(o *app.Options) {
+		Hub: func(o *hub.Options) {
 			o.IssuerRetryInterval = time.Second
 			tm := fleet.FastTimings
 			o.Shard.LeaseDuration, o.Shard.RenewDeadline, o.Shard.RetryPeriod, o.Shard.RenewInterval = tm.LeaseDuration, tm.RenewDeadline, tm.RetryPeriod, tm.RenewInterval

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/certhub/certhub/internal/app"
+	certhub "github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
@@ -213,7 +213,7 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	o := app.NewOptions()
+	o := certhub.NewOptions()
 	o.Namespace, o.ClusterSecretNamespace = "certhub", env.Bed.ArgoNamespace()
 	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "rbac-0"
 	// The CA key pair lives in the hub namespace the base RBAC covers.
@@ -222,7 +222,7 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx, hubAsSA, o) }()
+	go func() { done <- certhub.Run(runCtx, hubAsSA, o) }()
 	defer func() {
 		stop()
 		if err := <-done; err != nil {

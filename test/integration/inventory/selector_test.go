@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/suite"
 )
@@ -27,7 +27,7 @@ var env *suite.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Downstreams: 3, Unregistered: 1, Issuer: issuerName, Binary: true,
-		Hub: func(o *app.Options) {
+		Hub: func(o *hub.Options) {
 			o.ClusterSelector = optIn + "=true"
 			// The exec plugins auth_test writes; anything else is refused.
 			o.ExecPlugins = []string{filepath.Join(env.Dir, "get-token"), filepath.Join(env.Dir, "hang-token")}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
 )
@@ -61,7 +61,7 @@ func issuancesLogged(namespace, name string) int {
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Logs: hubLog,
-		Hub: func(o *app.Options) { o.IssuerRetryInterval = time.Second },
+		Hub: func(o *hub.Options) { o.IssuerRetryInterval = time.Second },
 		Setup: func(_ context.Context, e *suite.Env) error {
 			bed, caPEM = e.Bed, e.CAPEM
 			return nil

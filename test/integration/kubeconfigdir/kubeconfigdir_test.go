@@ -15,7 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/suite"
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 			}
 			return writeKubeconfig(ctx, e.Bed, e.Bed.Downstreams[0])
 		},
-		Hub: func(o *app.Options) { o.KubeconfigDir = dir }}, &env))
+		Hub: func(o *hub.Options) { o.KubeconfigDir = dir }}, &env))
 }
 
 // writeKubeconfig writes <cluster>.kubeconfig with a fresh ServiceAccount token.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
 )
@@ -23,7 +23,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*app.Options) {},
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*hub.Options) {},
 		Setup: func(_ context.Context, e *suite.Env) error {
 			bed, caPEM = e.Bed, e.CAPEM
 			return nil

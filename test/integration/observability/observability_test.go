@@ -25,6 +25,7 @@ import (
 
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
@@ -43,7 +44,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Binary: true, Logs: io.Discard,
-		Hub: func(o *app.Options) { o.MetricsAddr = metricsAddr },
+		Hub: func(o *hub.Options) { o.MetricsAddr = metricsAddr },
 		Setup: func(ctx context.Context, e *suite.Env) error {
 			bed, binary, kubeconfig = e.Bed, e.Binary, e.Kubeconfig
 			l, err := net.Listen("tcp", "127.0.0.1:0")

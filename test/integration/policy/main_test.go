@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
@@ -32,7 +32,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName,
-		Hub: func(o *app.Options) {
+		Hub: func(o *hub.Options) {
 			o.IssuerRetryInterval = time.Second
 			o.DefaultPolicy = "deny" // as the shipped kustomize base
 		},

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/testbed"
@@ -32,7 +32,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3,
-		Hub: func(o *app.Options) {
+		Hub: func(o *hub.Options) {
 			o.RotationSoak, o.RotationPause, o.RotationDeadline, o.RotationGrace = 3*time.Second, 2*time.Second, 10*time.Second, 2*time.Second
 			o.IssuerRetryInterval = time.Second
 		},

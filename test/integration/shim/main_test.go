@@ -11,7 +11,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/fixture/suite"
 )
 
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	// cluster-1: no Gateway API; cluster-2: Gateway API CRDs; cluster-3:
 	// registered by TestNamespaceScopedRegistrationSeesItsNamespaceOnly.
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1,
-		Hub: func(*app.Options) {},
+		Hub: func(*hub.Options) {},
 		Setup: func(_ context.Context, e *suite.Env) error {
 			return e.Bed.Downstreams[1].InstallGatewayAPI()
 		}}, &env))

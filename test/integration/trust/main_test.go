@@ -10,7 +10,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/fixture/suite"
 )
 
@@ -19,5 +19,5 @@ const issuerName = "trust-ca"
 var env *suite.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*app.Options) {}}, &env))
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Hub: func(*hub.Options) {}}, &env))
 }

@@ -1,4 +1,4 @@
-package app
+package hub
 
 import (
 	"context"
@@ -44,8 +44,8 @@ import (
 	"github.com/certhub/certhub/internal/trust"
 )
 
-// newScheme returns the types certhub reads and writes, in the hub and downstream.
-func newScheme() (*runtime.Scheme, error) {
+// NewScheme returns the types certhub reads and writes, in the hub and downstream.
+func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		return nil, err
@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	if ctx.Err() != nil {
 		return nil // stopped while waiting
 	}
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		return fmt.Errorf("failed to build scheme: %w", err)
 	}
@@ -268,7 +268,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 	weight := func(cluster string) float64 { // each cluster's share of the shared budgets
 		return budget.ParseWeight(provider.ClusterLabels(multicluster.ClusterName(cluster)))
 	}
-	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: "certhub/" + Version, Weight: weight,
+	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: weight,
 		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
 		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
 	if err != nil {
@@ -345,4 +345,14 @@ func pprofAddr(addr string) string {
 		return ""
 	}
 	return addr
+}
+
+// Owners says which replica owns each cluster (shard.Owners).
+type Owners = shard.Owners
+
+// ReadOwners reads which replica owns each cluster from the fence Leases
+// in namespace (for `certhub status` and the demo): the hub is the one
+// package that knows how clusters are sharded.
+func ReadOwners(ctx context.Context, c client.Reader, namespace string) (Owners, error) {
+	return shard.ReadOwners(ctx, c, namespace)
 }

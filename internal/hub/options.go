@@ -1,0 +1,298 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/trust"
+)
+
+// Defaults for Options.
+const (
+	// DefaultNamespace is the hub namespace for certhub's own objects: ClusterIssuer key Secrets, Leases.
+	DefaultNamespace = "certhub"
+	// DefaultClusterSecretNamespace is where Argo CD keeps cluster Secrets.
+	DefaultClusterSecretNamespace = "argocd"
+	// DefaultMetricsAddr serves Prometheus metrics.
+	DefaultMetricsAddr = ":8080"
+	// DefaultHealthProbeAddr serves /healthz and /readyz.
+	DefaultHealthProbeAddr = ":8081"
+
+	// CoordinatorCerthub shards clusters over all replicas (internal/shard). The default.
+	CoordinatorCerthub = "certhub"
+	// CoordinatorUpstream is multicluster-runtime's experimental coordinator/sharded, kept for side-by-side benchmarks.
+	CoordinatorUpstream = "upstream"
+	// CoordinatorNone engages every cluster in this replica: only for a single replica.
+	CoordinatorNone = "none"
+)
+
+// Options are one replica's settings; internal/app fills them from flags.
+type Options struct {
+	// UserAgent is sent to ACME servers. Defaults to "certhub".
+	UserAgent string
+	// Kubeconfig points at the hub cluster. Empty means in-cluster config, then $KUBECONFIG.
+	Kubeconfig string
+	// Namespace holds certhub's own objects in the hub. Defaults to DefaultNamespace.
+	Namespace string
+	// ClusterSecretNamespace holds the Argo CD cluster Secrets. Defaults to DefaultClusterSecretNamespace.
+	ClusterSecretNamespace string
+	// ClusterSelector optionally narrows the cluster Secrets served (label selector syntax).
+	ClusterSelector string
+	// KubeconfigDir, when set, replaces the cluster Secrets: one cluster per kubeconfig file.
+	KubeconfigDir string
+	// MetricsAddr defaults to DefaultMetricsAddr; "0" disables the metrics server.
+	MetricsAddr string
+	// HealthProbeAddr defaults to DefaultHealthProbeAddr; "0" disables probes.
+	HealthProbeAddr string
+	// DownstreamCompression asks downstream API servers for gzip (inventory.Options.Compression). Defaults to false.
+	DownstreamCompression bool
+	// PprofAddr serves net/http/pprof (controller-runtime's manager); empty
+	// or "0", the default, disables it.
+	PprofAddr string
+	// Identity names this replica in what it writes. Defaults to $POD_NAME, then the hostname.
+	Identity string
+	// IssuerRetryInterval is how soon a Certificate whose issuer is missing or not ready is retried.
+	IssuerRetryInterval time.Duration
+	// ReconcileTimeout is the deadline of one Certificate reconcile;
+	// RequestTimeout bounds every downstream request but watches. Default
+	// certsync.DefaultReconcileTimeout and inventory.DefaultRequestTimeout.
+	ReconcileTimeout, RequestTimeout time.Duration
+	// IngressShim and GatewayShim make Certificates from annotated Ingresses
+	// and Gateways downstream, as cert-manager's certificate-shim does
+	// (Gateways only where their CRDs are served). Both default to true.
+	IngressShim, GatewayShim bool
+	// DefaultIssuerName, Kind and Group serve Ingresses annotated only with
+	// an auto annotation (AutoCertificateAnnotations, default
+	// kubernetes.io/tls-acme). Kind defaults to ClusterIssuer.
+	DefaultIssuerName, DefaultIssuerKind, DefaultIssuerGroup string
+	AutoCertificateAnnotations                               []string
+	// Controllers selects the optional controllers in cert-manager's
+	// syntax ("*", "-name"); Complete turns it into TrustBundles,
+	// IngressShim and GatewayShim. Defaults to "*".
+	Controllers string
+	// TrustBundles keeps the CA ClusterIssuers' certificates in a ConfigMap
+	// (TrustBundleConfigMap, key TrustBundleKey) in the downstream
+	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
+	TrustBundles                                                bool
+	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
+	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
+	// CA rotation (internal/rotation).
+	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
+	// IssuanceRate is certificates per second for the whole hub (0: no
+	// limit); each replica admits its share, by the clusters it owns.
+	IssuanceRate float64
+	// MaxBudgetDelay is the fraction of a certificate's remaining life at
+	// renewal it may wait for the budget (certsync.DefaultMaxBudgetDelay).
+	MaxBudgetDelay float64
+	// RenewalJitter renews earlier by up to this fraction of the renewal
+	// window, fixed per Certificate (0: cert-manager's renewal time).
+	RenewalJitter float64
+	// Workers reconcile Certificates of every cluster, at most
+	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
+	Workers, WorkersPerCluster int
+	// LoopMaxIssuances and LoopWindow configure certsync's loop guard: more
+	// issuances of one Certificate generation than this within the window
+	// pause it. Default certsync.DefaultLoopMaxIssuances and DefaultLoopWindow.
+	LoopMaxIssuances int
+	LoopWindow       time.Duration
+	// AllowPlainHTTPClusters and AllowLinkLocalClusters lift the inventory's
+	// refusal of http:// servers and of link-local / cloud metadata
+	// addresses. Default false.
+	AllowPlainHTTPClusters, AllowLinkLocalClusters bool
+	// ExecPlugins are the exec credential plugins registrations may name.
+	// Defaults to inventory.DefaultExecPlugins (argocd-k8s-auth).
+	ExecPlugins []string
+	// ExecShim is the certhub binary that runs exec plugins in a minimal
+	// environment with a deadline; `certhub run` sets it to itself.
+	ExecShim string
+	// DefaultPolicy decides Certificates no IssuancePolicy selects: "allow"
+	// (certhub before policies) or "deny". Defaults to "allow"; the shipped
+	// kustomize base sets "deny".
+	DefaultPolicy string
+	// Coordinator picks who writes which cluster: CoordinatorCerthub (default), CoordinatorUpstream or CoordinatorNone.
+	Coordinator string
+	// Shard holds the sharding coordinator's settings; zero values take internal/shard's defaults.
+	Shard ShardOptions
+	// ACME holds the ACME issuers' settings; zero values take internal/acme's defaults.
+	ACME ACMEOptions
+}
+
+// ACMEOptions are the flag-settable parts of acme.Options.
+type ACMEOptions struct {
+	// DNS01Nameservers, DNS01NameserversOnly: cert-manager's
+	// --dns01-recursive-nameservers and --dns01-recursive-nameservers-only.
+	DNS01Nameservers     []string
+	DNS01NameserversOnly bool
+	// DNS01Settle, PropagationTimeout and OrderHold: acme.Options' DNS01Settle, PropagationTimeout and HoldDuration.
+	DNS01Settle, PropagationTimeout, OrderHold time.Duration
+	// RenewalInfoInterval is acme.Options' RenewalInfoInterval (ARI); negative: off.
+	RenewalInfoInterval time.Duration
+}
+
+// ShardOptions are the flag-settable parts of shard.Options.
+type ShardOptions struct {
+	LeaseDuration, RenewDeadline, RetryPeriod, RenewInterval, MaxClockSkew time.Duration
+	Buckets, Standby                                                       int
+	Weight                                                                 float64
+}
+
+// NewOptions returns Options with every default applied.
+func NewOptions() *Options {
+	o := &Options{
+		UserAgent:                  "certhub",
+		Namespace:                  DefaultNamespace,
+		ClusterSecretNamespace:     DefaultClusterSecretNamespace,
+		MetricsAddr:                DefaultMetricsAddr,
+		HealthProbeAddr:            DefaultHealthProbeAddr,
+		Identity:                   os.Getenv("POD_NAME"),
+		Coordinator:                CoordinatorCerthub,
+		IssuerRetryInterval:        certsync.DefaultIssuerRetryInterval,
+		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
+		Workers:                    certsync.DefaultMaxConcurrentReconciles,
+		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
+		RotationSoak:               5 * time.Minute,
+		RotationPause:              5 * time.Minute,
+		RotationDeadline:           30 * time.Minute,
+		RotationGrace:              10 * time.Minute,
+		IngressShim:                true,
+		TrustBundles:               true,
+		Controllers:                "*",
+		TrustBundleConfigMap:       trust.DefaultConfigMapName,
+		TrustBundleKey:             trust.DefaultKey,
+		GatewayShim:                true,
+		DefaultIssuerKind:          shim.DefaultIssuerKind,
+		DefaultIssuerGroup:         shim.DefaultIssuerGroup,
+		AutoCertificateAnnotations: []string{shim.DefaultAutoCertificateAnnotation},
+		RequestTimeout:             inventory.DefaultRequestTimeout,
+		LoopMaxIssuances:           certsync.DefaultLoopMaxIssuances,
+		LoopWindow:                 certsync.DefaultLoopWindow,
+		DefaultPolicy:              string(policy.Allow),
+		ExecPlugins:                append([]string(nil), inventory.DefaultExecPlugins...),
+		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration, RenewalInfoInterval: acme.DefaultRenewalInfoInterval},
+		Shard: ShardOptions{
+			LeaseDuration: shard.DefaultLeaseDuration,
+			RenewDeadline: shard.DefaultRenewDeadline,
+			RetryPeriod:   shard.DefaultRetryPeriod,
+			RenewInterval: shard.DefaultRenewInterval,
+			MaxClockSkew:  shard.DefaultMaxClockSkew,
+			Weight:        1,
+		},
+	}
+	o.defaultIdentity()
+	return o
+}
+
+// defaultIdentity names the replica $POD_NAME, then the hostname, unless
+// named already.
+func (o *Options) defaultIdentity() {
+	if o.Identity == "" {
+		o.Identity = os.Getenv("POD_NAME")
+	}
+	if o.Identity == "" {
+		o.Identity, _ = os.Hostname()
+	}
+}
+
+// Validate reports whether the options are usable.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace must not be empty"))
+	}
+	if o.ClusterSecretNamespace == "" {
+		errs = append(errs, errors.New("--cluster-secret-namespace must not be empty"))
+	}
+	if o.Identity == "" {
+		errs = append(errs, errors.New("--identity must not be empty (no $POD_NAME and no hostname)"))
+	}
+	if _, err := labels.Parse(o.ClusterSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-selector: %w", err))
+	}
+	if o.LoopMaxIssuances < 1 || o.LoopWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--loop-max-issuances (%d) must be at least 1 and --loop-window (%s) positive", o.LoopMaxIssuances, o.LoopWindow))
+	}
+	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
+		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
+	}
+	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
+	}
+	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
+		errs = append(errs, fmt.Errorf("--renewal-jitter (%v) must be in [0, 1]", o.RenewalJitter))
+	}
+	if o.IssuanceRate < 0 || o.MaxBudgetDelay <= 0 || o.MaxBudgetDelay > 1 {
+		errs = append(errs, fmt.Errorf("--issuance-rate (%v) must not be negative and --max-budget-delay (%v) must be in (0, 1]", o.IssuanceRate, o.MaxBudgetDelay))
+	}
+	if o.Workers < 1 || o.WorkersPerCluster < 0 || o.WorkersPerCluster > o.Workers {
+		errs = append(errs, fmt.Errorf("--concurrent-workers (%d) must be at least 1 and --concurrent-workers-per-cluster (%d) between 0 and it", o.Workers, o.WorkersPerCluster))
+	}
+	if o.ReconcileTimeout <= 0 || o.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--reconcile-timeout (%s) and --request-timeout (%s) must be positive", o.ReconcileTimeout, o.RequestTimeout))
+	}
+	if _, err := policy.ParseMode(o.DefaultPolicy); err != nil {
+		errs = append(errs, fmt.Errorf("--default-policy: %w", err))
+	}
+	switch o.Coordinator {
+	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:
+	default:
+		errs = append(errs, fmt.Errorf("--coordinator %q must be one of certhub, upstream, none", o.Coordinator))
+	}
+	return errors.Join(errs...)
+}
+
+// The optional controllers --controllers names (cert-manager's syntax).
+const (
+	ControllerTrustBundles = "trust-bundles"
+	ControllerIngressShim  = "ingress-shim"
+	ControllerGatewayShim  = "gateway-shim"
+)
+
+// OptionalControllers are the controllers --controllers can turn off.
+var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim}
+
+// Complete resolves what the flags leave open: the replica's identity
+// ($POD_NAME, then the hostname) and --controllers into the controller
+// switches. Call it after parsing and before Run.
+func (o *Options) Complete() error {
+	o.defaultIdentity()
+	on, err := parseControllers(o.Controllers)
+	if err != nil {
+		return err
+	}
+	o.TrustBundles, o.IngressShim, o.GatewayShim = on[ControllerTrustBundles], on[ControllerIngressShim], on[ControllerGatewayShim]
+	return nil
+}
+
+// parseControllers reads cert-manager's --controllers syntax: "*" turns on
+// every controller, "name" one, "-name" turns one off; later items win.
+func parseControllers(spec string) (map[string]bool, error) {
+	on := map[string]bool{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		name, off := strings.CutPrefix(item, "-")
+		switch {
+		case item == "":
+		case item == "*":
+			for _, c := range OptionalControllers {
+				on[c] = true
+			}
+		case slices.Contains(OptionalControllers, name):
+			on[name] = !off
+		default:
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: *, %s)", name, strings.Join(OptionalControllers, ", "))
+		}
+	}
+	return on, nil
+}

@@ -38,6 +38,31 @@ func TestFairQueueTakesClustersInTurn(t *testing.T) {
 	}
 }
 
+// Within a cluster, a namespace with a backlog does not go first either.
+func TestFairQueueTakesNamespacesInTurn(t *testing.T) {
+	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	defer q.ShutDown()
+	in := func(ns, name string) mcreconcile.Request {
+		r := req("east", name)
+		r.Namespace = ns
+		return r
+	}
+	for i := range 4 {
+		q.Add(in("flood", fmt.Sprintf("f%d", i)))
+	}
+	q.Add(in("quiet", "q0"))
+	q.Add(in("quiet", "q1"))
+	var got []string
+	for q.Len() > 0 {
+		r, _ := q.Get()
+		got = append(got, r.Name)
+		q.Done(r)
+	}
+	if want := "f0 q0 f1 q1 f2 f3"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+}
+
 // A cluster holding its cap of workers (here a hung one: its items are never
 // Done) gets no further worker; a neighbour's item added later is taken at
 // once; when one of its items is Done, a waiting worker takes its next one.

@@ -95,7 +95,8 @@ test-unit: ## Unit tests (no API server); prints unit coverage of shard, certsyn
 test-integration: envtest acme-bed ## Integration tests on real API servers (1 hub + N downstream; shard and chaos: 3 replica processes; acme: real Pebble + BIND)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./test/integration/shard/
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
-	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
+	@# acme holds the longest tests (Pebble + BIND: short-lived certificates through two lifetimes, a flood of 500): over go test's default 10m.
+	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -timeout 30m $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
 
 CHAOS_DURATION ?= 10m
 CHAOS_FLAGS ?= -chaos.certs=1000 -chaos.updates=1000

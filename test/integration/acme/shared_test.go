@@ -74,8 +74,8 @@ func TestA429ForOneDomainLeavesTheOthersRunning(t *testing.T) {
 // cluster B a tenant pastes A's tls.crt into the Secret of a Certificate
 // for the same names (another key type, so not identical), and another
 // asks for exactly A's request with rotationPolicy Never. Each gets an
-// order and a key of its own (three orders at the CA), and neither
-// receives A's key.
+// order and a key of its own (with a healthy neighbour's, four orders at
+// the CA), and neither receives A's key.
 func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -110,11 +110,15 @@ func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 	never := fixture.Certificate("shop", "never", "pebble", names, func(crt *cmapi.Certificate) {
 		crt.Spec.PrivateKey = &cmapi.CertificatePrivateKey{RotationPolicy: cmapi.RotationPolicyNever}
 	})
-	for _, crt := range []*cmapi.Certificate{pasted, never} {
+	neighbour := fixture.Certificate("shop", "neighbour", "pebble", fixture.WithNames("", "neighbour."+ca.Zone))
+	start := time.Now()
+	for _, crt := range []*cmapi.Certificate{pasted, never, neighbour} {
 		if err := b.Create(ctx, crt); err != nil {
 			t.Fatal(err)
 		}
 	}
+	fixture.WaitReady(t, b, client.ObjectKeyFromObject(neighbour))
+	t.Logf("a healthy neighbour in cluster B Ready %s after it was created beside them", time.Since(start).Round(10*time.Millisecond))
 	for _, crt := range []*cmapi.Certificate{pasted, never} {
 		fixture.WaitReady(t, b, client.ObjectKeyFromObject(crt))
 		if s := fixture.GetSecret(t, b, crt); bytes.Equal(s.Data[corev1.TLSPrivateKeyKey], theirs.Data[corev1.TLSPrivateKeyKey]) ||
@@ -122,8 +126,8 @@ func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 			t.Errorf("%s received cluster A's certificate and key", crt.Name)
 		}
 	}
-	if got := ca.Count(); got.Orders != 3 {
-		t.Errorf("Pebble created %d orders, want 3 (one each)", got.Orders)
+	if got := ca.Count(); got.Orders != 4 {
+		t.Errorf("Pebble created %d orders, want 4 (one each, the neighbour's too)", got.Orders)
 	}
 }
 

@@ -165,8 +165,7 @@ func DescribeBudget(ctx context.Context, hub client.Client, namespace string, ci
 		return "", nil
 	}
 	limitOf := func(bucket string) (budget.Limit, bool) {
-		kind, _, _ := strings.Cut(bucket, ":") // "domain:example.com" → "domain"
-		lim, ok := lims[kind]
+		lim, ok := lims[budget.KindOf(bucket)]
 		return lim, ok
 	}
 	d, err := budget.NewLedger(hub, hub, client.ObjectKey{Namespace: namespace, Name: LedgerPrefix + ci.Name}, clk).Snapshot(ctx, limitOf)
@@ -287,7 +286,7 @@ func (s *Service) pause(ctx context.Context, ci *cmapi.ClusterIssuer, err *acmea
 	wait = max(wait, time.Second)
 	name := rateLimit(err.Detail, dnsNames)
 	lims, lerr := limits(ci)
-	l, ok := lims[kindOf(name)]
+	l, ok := lims[budget.KindOf(name)]
 	if lerr != nil || !ok {
 		l = budget.Limit{Capacity: 1, Period: time.Hour} // the CA limits what we keep no budget for: pause anyway
 	}
@@ -310,11 +309,6 @@ func (s *Service) paused(ctx context.Context, ci *cmapi.ClusterIssuer, dnsNames 
 		logr.FromContextOrDiscard(ctx).Error(err, "failed to read the issuer's budget", "issuer", ci.Name)
 	}
 	return wait
-}
-
-func kindOf(bucket string) string {
-	kind, _, _ := strings.Cut(bucket, ":")
-	return kind
 }
 
 // quoted finds the first "..." in a CA's problem detail.

@@ -40,7 +40,7 @@ type Options struct {
 
 // Budget is one replica's token bucket with a fair waiting room: clusters
 // share it by weight, a cluster's namespaces equally, and a namespace's
-// waiters go nearest due first (fairAhead).
+// waiters go nearest due first (Fairness).
 type Budget struct {
 	opts    Options
 	mu      sync.Mutex

@@ -42,13 +42,16 @@ type Draw struct {
 
 // LedgerData is the state of a Ledger's ConfigMap key LedgerKey. Its
 // size is bounded whatever the number of names and tenants: full buckets
-// are dropped (an absent bucket is full), at most MaxBuckets are kept (the
-// fullest beyond that are folded into their kind's Floor), and at most
-// MaxWaiters waiters, MaxWaitersPerTenant of each tenant, are remembered.
+// are dropped (an absent bucket is full), at most MaxBuckets are kept, and
+// at most MaxWaiters waiters, MaxWaitersPerTenant of each tenant, are
+// remembered. Beyond MaxBuckets the fullest per-name buckets (a set or a
+// domain used once or twice) are forgotten first: at worst such a name
+// gets an order more than the CA allows, and the CA's 429 for it pauses
+// that bucket alone (Pause). Account-wide buckets are never forgotten.
 type LedgerData struct {
 	Buckets map[string]*Bucket `json:"buckets"`
 	// Limits are the limits of each kind of bucket, as last drawn with
-	// (they refill stored buckets and floors).
+	// (they refill the stored buckets).
 	Limits map[string]Limit `json:"limits,omitempty"`
 	// Waiting are the callers refused for want of tokens, by key: fair
 	// queuing (Fairness) decides who goes first.
@@ -94,7 +97,7 @@ const LedgerKey = "ledger.json"
 // takes one token from each of the draws' buckets, all or none, and returns
 // 0, or how long to wait and the bucket that refused. A caller refused is
 // remembered (by key, with its tenant and due time) so that tokens are
-// queued fairly across replicas (fairAhead; it holds back only the buckets
+// queued fairly across replicas (Fairness; it holds back only the buckets
 // that refused it); it must ask again within twice the wait it was told
 // plus StaleAfter or is forgotten. A refused caller's retry writes nothing
 // unless its place changed or it is about to be forgotten.
@@ -139,7 +142,7 @@ func (l *Ledger) Take(ctx context.Context, key string, tenant Tenant, due time.T
 func (l *Ledger) Give(ctx context.Context, draws []Draw) error {
 	return l.update(ctx, func(d *LedgerData, now time.Time) bool {
 		for _, dr := range draws {
-			d.Limits[kindOf(dr.Bucket)] = dr.Limit
+			d.learn(dr)
 			b := bucket(d, dr, now)
 			b.Tokens = math.Min(b.Tokens+1, dr.Limit.Capacity)
 		}
@@ -153,7 +156,7 @@ func (l *Ledger) Give(ctx context.Context, draws []Draw) error {
 func (l *Ledger) Spend(ctx context.Context, draws []Draw) error {
 	return l.update(ctx, func(d *LedgerData, now time.Time) bool {
 		for _, dr := range draws {
-			d.Limits[kindOf(dr.Bucket)] = dr.Limit
+			d.learn(dr)
 			b := bucket(d, dr, now)
 			b.Tokens = math.Max(b.Tokens-1, -dr.Limit.Capacity)
 		}
@@ -168,7 +171,7 @@ func (l *Ledger) Pause(ctx context.Context, draw Draw, until time.Time) error {
 		if b, ok := d.Buckets[draw.Bucket]; ok && b.PausedUntil != nil && !b.PausedUntil.Before(until) {
 			return false
 		}
-		d.Limits[kindOf(draw.Bucket)] = draw.Limit
+		d.learn(draw)
 		u := until.UTC()
 		bucket(d, draw, now).PausedUntil = &u
 		compact(d, now)
@@ -215,7 +218,7 @@ func (l *Ledger) Snapshot(ctx context.Context, limit func(bucket string) (Limit,
 func take(d *LedgerData, now time.Time, key string, tenant Tenant, due time.Time, draws []Draw) (time.Duration, string, bool) {
 	for _, dr := range draws {
 		if !dr.Check {
-			d.Limits[kindOf(dr.Bucket)] = dr.Limit
+			d.learn(dr)
 		}
 	}
 	var worst time.Duration
@@ -327,8 +330,12 @@ func (d *LedgerData) waiters(now time.Time) []queued {
 	return ws
 }
 
-// kindOf is a bucket's kind: "domain:example.com" → "domain".
-func kindOf(bucket string) string {
+// learn records the limit of draw's kind of bucket.
+func (d *LedgerData) learn(draw Draw) { d.Limits[KindOf(draw.Bucket)] = draw.Limit }
+
+// KindOf is a bucket's kind, the part of its name before ":":
+// "domain:example.com" → "domain".
+func KindOf(bucket string) string {
 	kind, _, _ := strings.Cut(bucket, ":")
 	return kind
 }
@@ -376,7 +383,7 @@ func compact(d *LedgerData, now time.Time) {
 	}
 	if len(d.Buckets) > MaxBuckets {
 		for name, b := range d.Buckets {
-			lim, ok := d.Limits[kindOf(name)]
+			lim, ok := d.Limits[KindOf(name)]
 			if !ok {
 				delete(d.Buckets, name) // a limit no longer drawn with
 				continue
@@ -396,7 +403,7 @@ func compact(d *LedgerData, now time.Time) {
 				names = append(names, name)
 			}
 		}
-		fullness := func(name string) float64 { return d.Buckets[name].Tokens / d.Limits[kindOf(name)].Capacity }
+		fullness := func(name string) float64 { return d.Buckets[name].Tokens / d.Limits[KindOf(name)].Capacity }
 		slices.SortFunc(names, func(a, b string) int {
 			if c := cmp.Compare(fullness(b), fullness(a)); c != 0 {
 				return c

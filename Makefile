@@ -21,7 +21,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 # The one pin of the envtest binaries' version; the test bed embeds the same file.
-ENVTEST_K8S_VERSION := $(shell tr -d '[:space:]' < internal/testbed/envtest.version)
+ENVTEST_K8S_VERSION := $(shell tr -d '[:space:]' < test/fixture/testbed/envtest.version)
 export ENVTEST_K8S_VERSION
 # Built binaries are cached outside the clone so every checkout and CI run reuses them.
 ENVTEST_CACHE_DIR ?= $(HOME)/.cache/envtest-assets
@@ -142,14 +142,35 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-li
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
+# controller-gen likewise: it writes the deepcopy code and the CRDs of
+# internal/apis (the one source of certhub's API).
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen
+GENERATED = find internal/apis -name 'zz_generated.*.go'; find kustomize/base/crds test/fixture/testbed/crds/certhub -name '*.yaml'
+
+$(CONTROLLER_GEN):
+	GOBIN=$(dir $@) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Deepcopy code and CRDs from internal/apis: kustomize/base/crds/ and the test bed's copy
+	$(CONTROLLER_GEN) object paths=./internal/apis/... crd:crdVersions=v1 output:crd:artifacts:config=kustomize/base/crds
+	cp kustomize/base/crds/certhub.io_*.yaml test/fixture/testbed/crds/certhub/
+
+.PHONY: verify-generate
+verify-generate: $(CONTROLLER_GEN) ## Fail when the generated files are stale (make generate then rewrites them)
+	@before=$$({ $(GENERATED); } | sort | xargs sha256sum); $(MAKE) -s generate >/dev/null; \
+	  after=$$({ $(GENERATED); } | sort | xargs sha256sum); \
+	  if [ "$$before" != "$$after" ]; then echo "generated files were stale; make generate has rewritten them:"; \
+	  diff <(echo "$$before") <(echo "$$after") | grep '^>' ; exit 1; fi
+
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## gofmt, go vet, golangci-lint (.golangci.yml) on both modules; the binary links no test code
+lint: $(GOLANGCI_LINT) verify-generate ## generated files current; gofmt, go vet, golangci-lint (.golangci.yml) on both modules; the binary links no test code
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 	cd test/argocd && GOWORK=off $(GOLANGCI_LINT) run --config ../../.golangci.yml ./...
 	@if $(GO) list -deps ./cmd/certhub | grep -x -e testing -e net/http/httptest -e sigs.k8s.io/controller-runtime/pkg/envtest \
-	  -e 'github.com/certhub/certhub/test/.*' -e 'github.com/certhub/certhub/internal/testbed.*' -e github.com/certhub/certhub/internal/demo; then \
+	  -e 'github.com/certhub/certhub/test/.*' -e github.com/certhub/certhub/internal/demo; then \
 	  echo "the certhub binary links the packages above (test machinery: testing, httptest, envtest, the test bed, the demo)"; exit 1; fi
 
 .PHONY: crds

@@ -16,7 +16,7 @@
 #
 # Environment:
 #   ENVTEST_K8S_VERSION   Kubernetes version to build (default: the pin in
-#                         internal/testbed/envtest.version, which the test bed
+#                         test/fixture/testbed/envtest.version, which the test bed
 #                         reads too). The pinned go.mod/go.sum in
 #                         hack/envtest-assets/ is used when it matches; any other
 #                         version gets a generated go.mod (+ `go mod tidy`, needs
@@ -44,7 +44,7 @@ esac
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PINNED_DIR="$SCRIPT_DIR/envtest-assets"
-VERSION_FILE="$SCRIPT_DIR/../internal/testbed/envtest.version"
+VERSION_FILE="$SCRIPT_DIR/../test/fixture/testbed/envtest.version"
 [[ -f "$VERSION_FILE" ]] || die "version pin $VERSION_FILE not found"
 DEFAULT_K8S_VERSION="$(tr -d '[:space:]' <"$VERSION_FILE")"
 

@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // ariServer is an ACME directory with a renewalInfo endpoint whose window
@@ -285,10 +287,10 @@ func TestReplacesID(t *testing.T) {
 func fakeHub(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cmapi.AddToScheme, AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, cmapi.AddToScheme, hubapi.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&Order{}).WithObjects(objs...).Build()
+	return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&hubapi.ACMEOrder{}).WithObjects(objs...).Build()
 }

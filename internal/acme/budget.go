@@ -21,22 +21,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 )
-
-// LimitsAnnotation on an ACME ClusterIssuer sets its budget: the CA's rate
-// limits, as comma-separated <limit>=<count>/<period> (periods in Go's
-// duration syntax), e.g.
-//
-//	certhub.io/acme-limits: "orders=300/3h, domain=50/168h, set=5/168h, authz-failures=5/1h"
-//
-// Limits: orders (new orders per account), domain (certificates per
-// registered domain, public-suffix aware), set (certificates per exact set
-// of names), authz-failures (failed validations per name). "none" turns
-// the budget off. Without the annotation, an issuer whose server is Let's
-// Encrypt's production directory gets Let's Encrypt's published limits;
-// any other server has no budget.
-const LimitsAnnotation = "certhub.io/acme-limits"
 
 // Limit names.
 const (
@@ -64,7 +51,7 @@ var letsEncryptLimits = map[string]budget.Limit{
 
 // limits returns ci's budget; nil means none.
 func limits(ci *cmapi.ClusterIssuer) (map[string]budget.Limit, error) {
-	v, ok := ci.Annotations[LimitsAnnotation]
+	v, ok := ci.Annotations[hubapi.ACMELimitsAnnotation]
 	if !ok {
 		if strings.TrimSuffix(ci.Spec.ACME.Server, "/") == LetsEncryptProduction {
 			return letsEncryptLimits, nil
@@ -80,20 +67,20 @@ func limits(ci *cmapi.ClusterIssuer) (map[string]budget.Limit, error) {
 		name, spec, ok := strings.Cut(strings.TrimSpace(part), "=")
 		count, period, ok2 := strings.Cut(spec, "/")
 		if !ok || !ok2 {
-			return nil, fmt.Errorf("%s: %q is not <limit>=<count>/<period>", LimitsAnnotation, part)
+			return nil, fmt.Errorf("%s: %q is not <limit>=<count>/<period>", hubapi.ACMELimitsAnnotation, part)
 		}
 		switch name {
 		case LimitOrders, LimitDomain, LimitSet, LimitAuthzFailures:
 		default:
-			return nil, fmt.Errorf("%s: unknown limit %q (orders, domain, set, authz-failures)", LimitsAnnotation, name)
+			return nil, fmt.Errorf("%s: unknown limit %q (orders, domain, set, authz-failures)", hubapi.ACMELimitsAnnotation, name)
 		}
 		n, err := strconv.ParseFloat(strings.TrimSpace(count), 64)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s: %s: count %q is not a number ≥ 1", LimitsAnnotation, name, count)
+			return nil, fmt.Errorf("%s: %s: count %q is not a number ≥ 1", hubapi.ACMELimitsAnnotation, name, count)
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(period))
 		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s: %s: period %q is not a positive duration", LimitsAnnotation, name, period)
+			return nil, fmt.Errorf("%s: %s: period %q is not a positive duration", hubapi.ACMELimitsAnnotation, name, period)
 		}
 		out[name] = budget.Limit{Capacity: n, Period: d}
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 )
 
@@ -20,7 +21,7 @@ func TestLimits(t *testing.T) {
 	issuer := func(server, annotation string) *cmapi.ClusterIssuer {
 		ci := &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{ACME: &cmacme.ACMEIssuer{Server: server}}}}
 		if annotation != "-" {
-			ci.Annotations = map[string]string{LimitsAnnotation: annotation}
+			ci.Annotations = map[string]string{hubapi.ACMELimitsAnnotation: annotation}
 		}
 		return ci
 	}

@@ -9,17 +9,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-)
 
-// CleanupFinalizer on an ACMEOrder holds its deletion until the TXT
-// records it wrote are gone from the zone.
-const CleanupFinalizer = "certhub.io/txt-cleanup"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+)
 
 // cleanupRetry is how long a failed TXT clean-up waits to be tried again.
 const cleanupRetry = 10 * time.Second
 
 // presented reports whether a TXT record of ord may still be in its zone.
-func presented(ord *Order) bool {
+func presented(ord *hubapi.ACMEOrder) bool {
 	for _, ch := range ord.Status.Challenges {
 		if ch.Presented {
 			return true
@@ -30,7 +28,7 @@ func presented(ord *Order) bool {
 
 // cleanUp removes every TXT record the order wrote; failures are logged
 // and the record kept marked, to be tried again.
-func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order) {
+func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if !ch.Presented {
@@ -51,7 +49,7 @@ func (s *Service) cleanUp(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 // cleanUpDone removes the TXT records a finished order left (its clean-up
 // failed when it ended), again every cleanupRetry until none is left; the
 // holder does it, or anyone once its claim has expired.
-func (s *Service) cleanUpDone(ctx context.Context, ord *Order, now time.Time) (ctrl.Result, error) {
+func (s *Service) cleanUpDone(ctx context.Context, ord *hubapi.ACMEOrder, now time.Time) (ctrl.Result, error) {
 	if ord.Status.Holder != s.opts.Identity && ord.Status.HeldUntil != nil && now.Before(ord.Status.HeldUntil.Time) {
 		return ctrl.Result{RequeueAfter: ord.Status.HeldUntil.Sub(now) + 100*time.Millisecond}, nil
 	}
@@ -74,8 +72,8 @@ func (s *Service) cleanUpDone(ctx context.Context, ord *Order, now time.Time) (c
 // release lets a deleted order go once its TXT records are gone (tried
 // again every cleanupRetry); an order whose ClusterIssuer is gone cannot
 // reach its DNS provider any more, and goes with a log line naming them.
-func (s *Service) release(ctx context.Context, ord *Order) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(ord, CleanupFinalizer) {
+func (s *Service) release(ctx context.Context, ord *hubapi.ACMEOrder) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ord, hubapi.TXTCleanupFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	if presented(ord) {
@@ -98,13 +96,13 @@ func (s *Service) release(ctx context.Context, ord *Order) (ctrl.Result, error) 
 		}
 	}
 	patch := client.MergeFrom(ord.DeepCopy())
-	controllerutil.RemoveFinalizer(ord, CleanupFinalizer)
+	controllerutil.RemoveFinalizer(ord, hubapi.TXTCleanupFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(s.hub.Patch(ctx, ord, patch))
 }
 
 // issuerOf reads ord's ClusterIssuer; false when it is gone or no longer
 // an ACME issuer (its solvers are what reach the DNS).
-func (s *Service) issuerOf(ctx context.Context, ord *Order) (*cmapi.ClusterIssuer, bool) {
+func (s *Service) issuerOf(ctx context.Context, ord *hubapi.ACMEOrder) (*cmapi.ClusterIssuer, bool) {
 	ci := &cmapi.ClusterIssuer{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Name: ord.Spec.IssuerName}, ci); err != nil || ci.Spec.ACME == nil {
 		return nil, false

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -36,10 +37,6 @@ const (
 	// DNS-01 order cannot carry (IP addresses, URIs, email addresses).
 	ReasonUnsupportedIdentifier = "UnsupportedIdentifier"
 )
-
-// KeySecretLabel marks the hub Secrets that hold an order's leaf key; its
-// value is the order's name.
-const KeySecretLabel = "certhub.io/acme-order"
 
 // Issuer returns the issuance.Orderer of an ACME ClusterIssuer: the hook of
 // issuance.Options.ACME. The issuer must have its account registered.
@@ -73,7 +70,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 	if err != nil {
 		return issuance.Result{}, err
 	}
-	ord := &Order{}
+	ord := &hubapi.ACMEOrder{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
 	if apierrors.IsNotFound(err) {
 		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
@@ -82,7 +79,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		return issuance.Result{}, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	switch ord.Status.State {
-	case StateValid:
+	case hubapi.ACMEOrderValid:
 		key, err := o.s.orderKey(ctx, ord)
 		if err != nil {
 			// The key is gone (deleted by hand): this order is of no use.
@@ -97,7 +94,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 			return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
 		}
 		return issuance.Result{ChainPEM: ord.Status.Certificate, PrivateKey: key}, nil
-	case StateErrored:
+	case hubapi.ACMEOrderErrored:
 		retryAt := ord.Status.FinishedAt.Add(o.s.backoff(ord.Spec.Attempt))
 		if wait := retryAt.Sub(o.s.opts.Clock.Now()); wait > 0 {
 			reason := ord.Status.Reason
@@ -130,9 +127,9 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 func (o *orderer) InFlight(ctx context.Context, req issuance.OrderRequest) (bool, error) {
 	name, _, _, err := o.identify(req)
 	if err != nil {
-		return false, nil // Order refuses it: nothing can be running
+		return false, nil // hubapi.ACMEOrder refuses it: nothing can be running
 	}
-	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, &Order{})
+	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, &hubapi.ACMEOrder{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -220,9 +217,9 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		return err
 	}
 	crt := req.Certificate
-	ord := &Order{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Finalizers: []string{CleanupFinalizer}},
-		Spec: OrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
+	ord := &hubapi.ACMEOrder{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Finalizers: []string{hubapi.TXTCleanupFinalizer}},
+		Spec: hubapi.ACMEOrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
 			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
 	}
 	if err := o.s.hub.Create(ctx, ord); err != nil {
@@ -235,8 +232,8 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Labels: map[string]string{KeySecretLabel: name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: GroupVersion.String(), Kind: OrderGVK.Kind, Name: name, UID: ord.UID}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Labels: map[string]string{hubapi.ACMEOrderLabel: name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: hubapi.SchemeGroupVersion.String(), Kind: hubapi.SchemeGroupVersion.WithKind(hubapi.ACMEOrderKind).Kind, Name: name, UID: ord.UID}}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{corev1.TLSPrivateKeyKey: keyPEM},
 	}
@@ -256,25 +253,12 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
 }
 
-// ShareAnnotation on an ACME ClusterIssuer, set to "true", makes identical
-// requests share one order, one certificate and one private key:
-// Certificates (in any cluster or namespace) with the same identifiers,
-// subject, usages and key parameters that renew the same certificate (or
-// none yet). One hostname served from six regions then takes one order
-// instead of six (Let's Encrypt allows five certificates per exact set of
-// names a week). Off by default: the key is then in every one of those
-// clusters, so a breach of one exposes the others' traffic. Certificates
-// with rotationPolicy Never keep their own key and are not shared. Each
-// Certificate passes the hub's issuance policy on its own before it is
-// given the shared certificate.
-const ShareAnnotation = "certhub.io/share-identical-requests"
-
 // oidSubjectAltName is the subject alternative name extension.
 var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 
 // sharesIdentical reports whether ci opted in to sharing identical requests.
 func sharesIdentical(ci *cmapi.ClusterIssuer) bool {
-	return ci.Annotations[ShareAnnotation] == "true"
+	return ci.Annotations[hubapi.ShareIdenticalRequestsAnnotation] == "true"
 }
 
 // sharedOrderName is the same for every Certificate whose request is
@@ -310,7 +294,7 @@ func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string
 
 // renews reports whether current is the certificate ord issued: a
 // Certificate that holds it and asks again wants it replaced.
-func renews(ord *Order, current *x509.Certificate) bool {
+func renews(ord *hubapi.ACMEOrder, current *x509.Certificate) bool {
 	if current == nil {
 		return false
 	}
@@ -368,7 +352,7 @@ func orderName(issuer string, req issuance.OrderRequest, dnsNames []string) stri
 }
 
 // orderKey reads the leaf key of ord and checks it is the CSR's.
-func (s *Service) orderKey(ctx context.Context, ord *Order) (crypto.Signer, error) {
+func (s *Service) orderKey(ctx context.Context, ord *hubapi.ACMEOrder) (crypto.Signer, error) {
 	sec := &corev1.Secret{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ord.Namespace, Name: ord.Name}, sec); err != nil {
 		return nil, fmt.Errorf("failed to get the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)
@@ -388,7 +372,7 @@ func (s *Service) orderKey(ctx context.Context, ord *Order) (crypto.Signer, erro
 }
 
 // deleteOrder removes ord and its key Secret.
-func (s *Service) deleteOrder(ctx context.Context, ord *Order) error {
+func (s *Service) deleteOrder(ctx context.Context, ord *hubapi.ACMEOrder) error {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ord.Namespace, Name: ord.Name}}
 	if err := s.hub.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("failed to delete the key Secret of ACMEOrder %s/%s: %w", ord.Namespace, ord.Name, err)

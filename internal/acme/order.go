@@ -22,6 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Reasons of an Errored order (status.reason, and the Certificate's Ready=False).
@@ -41,7 +43,7 @@ const (
 // renewal too) or by asking to be called again shortly. No step waits for
 // the CA or for DNS propagation.
 func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ord := &Order{}
+	ord := &hubapi.ACMEOrder{}
 	if err := s.hub.Get(ctx, req.NamespacedName, ord); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -108,15 +110,15 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch ord.Status.State {
-	case "", StateOrdering:
+	case "", hubapi.ACMEOrderOrdering:
 		res, err = s.authorize(ctx, cl, ci, next)
-	case StatePresenting:
+	case hubapi.ACMEOrderPresenting:
 		res, err = s.present(ctx, ci, next)
-	case StatePropagating:
+	case hubapi.ACMEOrderPropagating:
 		res, err = s.propagate(ctx, cl, ci, next)
-	case StateValidating:
+	case hubapi.ACMEOrderValidating:
 		res, err = s.validate(ctx, cl, ci, next)
-	case StateFinalizing:
+	case hubapi.ACMEOrderFinalizing:
 		res, err = s.finalize(ctx, cl, next)
 	}
 	if err != nil {
@@ -140,23 +142,23 @@ func (s *Service) reconcileOrder(ctx context.Context, req ctrl.Request) (ctrl.Re
 }
 
 // claim makes this replica ord's holder; false when another replica won.
-func (s *Service) claim(ctx context.Context, ord *Order) bool {
+func (s *Service) claim(ctx context.Context, ord *hubapi.ACMEOrder) bool {
 	next := ord.DeepCopy()
 	return s.write(ctx, ord, next)
 }
 
 // renewDue reports whether the claim should be renewed now.
-func (s *Service) renewDue(ord *Order, now time.Time) bool {
+func (s *Service) renewDue(ord *hubapi.ACMEOrder, now time.Time) bool {
 	return ord.Status.HeldUntil == nil || ord.Status.HeldUntil.Sub(now) < s.opts.HoldDuration/2
 }
 
 // write stores next's status (with the claim renewed) if ord is still
 // the version read; false on a conflict (another replica moved it).
-func (s *Service) write(ctx context.Context, ord, next *Order) bool {
+func (s *Service) write(ctx context.Context, ord, next *hubapi.ACMEOrder) bool {
 	next.Status.Holder = s.opts.Identity
 	next.Status.HeldUntil = &metav1.Time{Time: s.opts.Clock.Now().Add(s.opts.HoldDuration)}
 	if next.Status.State == "" {
-		next.Status.State = StateOrdering
+		next.Status.State = hubapi.ACMEOrderOrdering
 	}
 	if err := s.hub.Status().Patch(ctx, next, client.MergeFromWithOptions(ord, client.MergeFromWithOptimisticLock{})); err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
@@ -169,7 +171,7 @@ func (s *Service) write(ctx context.Context, ord, next *Order) bool {
 }
 
 // fail ends ord as Errored, cleaning up whatever TXT records it wrote.
-func (s *Service) fail(ctx context.Context, ord *Order, reason, message string) (ctrl.Result, error) {
+func (s *Service) fail(ctx context.Context, ord *hubapi.ACMEOrder, reason, message string) (ctrl.Result, error) {
 	next := ord.DeepCopy()
 	s.failInto(ctx, nil, next, reason, message)
 	if !s.write(ctx, ord, next) {
@@ -179,19 +181,19 @@ func (s *Service) fail(ctx context.Context, ord *Order, reason, message string) 
 	return ctrl.Result{}, nil
 }
 
-func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order, reason, message string) {
+func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder, reason, message string) {
 	if ci != nil {
 		s.cleanUp(ctx, ci, next)
 	}
 	now := metav1.NewTime(s.opts.Clock.Now())
-	next.Status.State, next.Status.Reason, next.Status.Message, next.Status.FinishedAt = StateErrored, reason, message, &now
+	next.Status.State, next.Status.Reason, next.Status.Message, next.Status.FinishedAt = hubapi.ACMEOrderErrored, reason, message, &now
 	s.count(next.Spec.IssuerName, "errored")
 	logr.FromContextOrDiscard(ctx).Info("ACME order failed", "order", next.Name, "reason", reason, "message", message)
 }
 
 // authorize asks the CA for the order (once: a retry after a crash before
 // the URL was written asks again) and records its DNS-01 challenges.
-func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
+func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) (ctrl.Result, error) {
 	if next.Status.URL == "" {
 		ids := acmeapi.DomainIDs(next.Spec.DNSNames...)
 		var opts []acmeapi.OrderOption
@@ -240,7 +242,7 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		s.count(ci.Name, "created")
 		next.Status.URL, next.Status.FinalizeURL = o.URI, o.FinalizeURL
 		for _, u := range o.AuthzURLs {
-			next.Status.Challenges = append(next.Status.Challenges, Challenge{AuthorizationURL: u})
+			next.Status.Challenges = append(next.Status.Challenges, hubapi.ACMEChallenge{AuthorizationURL: u})
 		}
 		// Stored before anything else is asked: whatever fails next, or
 		// whoever takes over, continues this order at the CA, never a new one.
@@ -296,12 +298,12 @@ func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 		}
 		ch.URL, ch.Token, ch.Key, ch.FQDN, ch.Zone, ch.Solver = dns01.URI, dns01.Token, value, fqdn, zone, idx
 	}
-	next.Status.State = StatePresenting
+	next.Status.State = hubapi.ACMEOrderPresenting
 	return ctrl.Result{}, nil
 }
 
 // present writes every TXT record not written yet.
-func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
+func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) (ctrl.Result, error) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if ch.Valid || ch.Presented {
@@ -328,14 +330,14 @@ func (s *Service) present(ctx context.Context, ci *cmapi.ClusterIssuer, next *Or
 		ch.Presented = true
 	}
 	now := metav1.NewTime(s.opts.Clock.Now())
-	next.Status.PresentedAt, next.Status.State = &now, StatePropagating
+	next.Status.PresentedAt, next.Status.State = &now, hubapi.ACMEOrderPropagating
 	return ctrl.Result{}, nil
 }
 
 // propagate checks (one query per record and nameserver) that the TXT
 // records are served; when they all are, and after the configured settle
 // delay, it accepts the challenges.
-func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
+func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) (ctrl.Result, error) {
 	for _, ch := range next.Status.Challenges {
 		if ch.Valid {
 			continue
@@ -370,13 +372,13 @@ func (s *Service) propagate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.C
 			return ctrl.Result{}, fmt.Errorf("failed to accept the challenge of %q: %w", ch.Identifier, err)
 		}
 	}
-	next.Status.State = StateValidating
+	next.Status.State = hubapi.ACMEOrderValidating
 	return ctrl.Result{RequeueAfter: s.opts.PollInterval / 2}, nil
 }
 
 // validate polls the authorizations once; when all are valid it removes
 // the TXT records and moves on, when one is invalid it fails the order.
-func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *Order) (ctrl.Result, error) {
+func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) (ctrl.Result, error) {
 	for i := range next.Status.Challenges {
 		ch := &next.Status.Challenges[i]
 		if ch.Valid {
@@ -404,13 +406,13 @@ func (s *Service) validate(ctx context.Context, cl *acmeapi.Client, ci *cmapi.Cl
 		}
 	}
 	s.cleanUp(ctx, ci, next)
-	next.Status.State = StateFinalizing
+	next.Status.State = hubapi.ACMEOrderFinalizing
 	return ctrl.Result{}, nil
 }
 
 // finalize submits the CSR when the order is ready and fetches the
 // certificate when it is valid.
-func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *Order) (ctrl.Result, error) {
+func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *hubapi.ACMEOrder) (ctrl.Result, error) {
 	o, err := cl.GetOrder(ctx, next.Status.URL)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to get the order: %w", err)
@@ -451,13 +453,13 @@ func (s *Service) finalize(ctx context.Context, cl *acmeapi.Client, next *Order)
 	}
 }
 
-func (s *Service) valid(next *Order, der [][]byte, certURL string) {
+func (s *Service) valid(next *hubapi.ACMEOrder, der [][]byte, certURL string) {
 	var b strings.Builder
 	for _, d := range der {
 		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: d})
 	}
 	now := metav1.NewTime(s.opts.Clock.Now())
-	next.Status.State, next.Status.Certificate, next.Status.CertificateURL, next.Status.FinishedAt = StateValid, []byte(b.String()), certURL, &now
+	next.Status.State, next.Status.Certificate, next.Status.CertificateURL, next.Status.FinishedAt = hubapi.ACMEOrderValid, []byte(b.String()), certURL, &now
 	s.count(next.Spec.IssuerName, "valid")
 }
 
@@ -505,12 +507,12 @@ func refused(err error) bool {
 }
 
 // done reports whether ord is Valid or Errored.
-func done(ord *Order) bool {
-	return ord.Status.State == StateValid || ord.Status.State == StateErrored
+func done(ord *hubapi.ACMEOrder) bool {
+	return ord.Status.State == hubapi.ACMEOrderValid || ord.Status.State == hubapi.ACMEOrderErrored
 }
 
 // wake tells the subscribers that ord's Certificate has something to pick up.
-func (s *Service) wake(ord *Order) {
+func (s *Service) wake(ord *hubapi.ACMEOrder) {
 	s.wakeCertificate(ord.Spec.Cluster, ord.Spec.Namespace, ord.Spec.Certificate)
 }
 

@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 )
 
@@ -202,7 +203,7 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 // newTestOrder is an unclaimed ACMEOrder of web.example.test for ClusterIssuer "le".
-func newTestOrder(t *testing.T) *Order {
+func newTestOrder(t *testing.T) *hubapi.ACMEOrder {
 	t.Helper()
 	key, err := pki.GenerateECPrivateKey(256)
 	if err != nil {
@@ -212,8 +213,8 @@ func newTestOrder(t *testing.T) *Order {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Order{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-0123"},
-		Spec: OrderSpec{IssuerName: "le", Cluster: "east", Namespace: "shop", Certificate: "web", DNSNames: []string{"web.example.test"}, Request: csr}}
+	return &hubapi.ACMEOrder{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-0123"},
+		Spec: hubapi.ACMEOrderSpec{IssuerName: "le", Cluster: "east", Namespace: "shop", Certificate: "web", DNSNames: []string{"web.example.test"}, Request: csr}}
 }
 
 // The order state machine, one step per reconcile against a fake CA and a
@@ -229,7 +230,7 @@ func newTestOrder(t *testing.T) *Order {
 func TestOrderSteps(t *testing.T) {
 	cases := []struct {
 		name    string
-		setup   func(ca *fakeCA, ord *Order, clk *clocktesting.FakeClock)
+		setup   func(ca *fakeCA, ord *hubapi.ACMEOrder, clk *clocktesting.FakeClock)
 		states  []string // the states written, in order
 		reason  string   // status.reason at the end
 		detail  string   // in status.message
@@ -241,24 +242,24 @@ func TestOrderSteps(t *testing.T) {
 		presentFails int
 		cleanupFails int // the first clean-ups of the TXT record fail
 	}{
-		{name: "a good order", states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
-		{name: "the validation fails", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.failChallenge = true },
-			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
-		{name: "the CA rate limits new orders", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.limited = true },
-			states: []string{StateOrdering}, paused: true, requeue: 7 * time.Second},
-		{name: "the authorizations cannot be read at first: the same order goes on", setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.authzFails = 2 },
-			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+		{name: "a good order", states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderFinalizing, hubapi.ACMEOrderValid}},
+		{name: "the validation fails", setup: func(ca *fakeCA, _ *hubapi.ACMEOrder, _ *clocktesting.FakeClock) { ca.failChallenge = true },
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
+		{name: "the CA rate limits new orders", setup: func(ca *fakeCA, _ *hubapi.ACMEOrder, _ *clocktesting.FakeClock) { ca.limited = true },
+			states: []string{hubapi.ACMEOrderOrdering}, paused: true, requeue: 7 * time.Second},
+		{name: "the authorizations cannot be read at first: the same order goes on", setup: func(ca *fakeCA, _ *hubapi.ACMEOrder, _ *clocktesting.FakeClock) { ca.authzFails = 2 },
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderFinalizing, hubapi.ACMEOrderValid}},
 		{name: "the TXT clean-up fails at first: tried again until the record is gone", cleanupFails: 2,
-			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
-		{name: "the TXT clean-up of a failed order fails at first", cleanupFails: 2, setup: func(ca *fakeCA, _ *Order, _ *clocktesting.FakeClock) { ca.failChallenge = true },
-			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderFinalizing, hubapi.ACMEOrderValid}},
+		{name: "the TXT clean-up of a failed order fails at first", cleanupFails: 2, setup: func(ca *fakeCA, _ *hubapi.ACMEOrder, _ *clocktesting.FakeClock) { ca.failChallenge = true },
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderErrored}, reason: ReasonChallengeFailed, detail: "no TXT record found"},
 		{name: "the DNS server does not answer, then does", presentErr: timeoutErr{}, presentFails: 2,
-			states: []string{StateOrdering, StatePresenting, StatePropagating, StateValidating, StateFinalizing, StateValid}},
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderPropagating, hubapi.ACMEOrderValidating, hubapi.ACMEOrderFinalizing, hubapi.ACMEOrderValid}},
 		{name: "the DNS server refuses the update", presentErr: errors.New("DNS update failed. Server replied: NOTAUTH"), presentFails: 1,
-			states: []string{StateOrdering, StatePresenting, StateErrored}, reason: ReasonPresentFailed, detail: "NOTAUTH"},
-		{name: "another replica holds it", setup: func(_ *fakeCA, ord *Order, clk *clocktesting.FakeClock) {
-			ord.Status = OrderStatus{State: StateOrdering, Holder: "replica-1", HeldUntil: &metav1.Time{Time: clk.Now().Add(10 * time.Second)}}
-		}, states: []string{StateOrdering}, holder: "replica-1", requeue: 10*time.Second + 100*time.Millisecond},
+			states: []string{hubapi.ACMEOrderOrdering, hubapi.ACMEOrderPresenting, hubapi.ACMEOrderErrored}, reason: ReasonPresentFailed, detail: "NOTAUTH"},
+		{name: "another replica holds it", setup: func(_ *fakeCA, ord *hubapi.ACMEOrder, clk *clocktesting.FakeClock) {
+			ord.Status = hubapi.ACMEOrderStatus{State: hubapi.ACMEOrderOrdering, Holder: "replica-1", HeldUntil: &metav1.Time{Time: clk.Now().Add(10 * time.Second)}}
+		}, states: []string{hubapi.ACMEOrderOrdering}, holder: "replica-1", requeue: 10*time.Second + 100*time.Millisecond},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -293,7 +294,7 @@ func TestOrderSteps(t *testing.T) {
 				if res, err = s.reconcileOrder(ctx, req); err != nil {
 					t.Logf("step after %v: %v (asked again, as the controller would)", seen, err)
 				}
-				got := &Order{}
+				got := &hubapi.ACMEOrder{}
 				if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
 					t.Fatal(err)
 				}
@@ -320,7 +321,7 @@ func TestOrderSteps(t *testing.T) {
 			if n := zone.records(); n != 0 {
 				t.Errorf("%d TXT records left", n)
 			}
-			if ord.Status.State == StateValid {
+			if ord.Status.State == hubapi.ACMEOrderValid {
 				chain, err := pki.DecodeX509CertificateChainBytes(ord.Status.Certificate)
 				if err != nil || len(chain) != 2 || chain[0].DNSNames[0] != "web.example.test" {
 					t.Errorf("chain %v (%v), want the leaf for web.example.test and the CA", chain, err)
@@ -342,11 +343,11 @@ func TestOrderSteps(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				got := &Order{}
+				got := &hubapi.ACMEOrder{}
 				if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
 					t.Fatal(err)
 				}
-				if got.Status.Holder != "replica-0" || got.Status.State != StatePresenting || ca.orders != 1 {
+				if got.Status.Holder != "replica-0" || got.Status.State != hubapi.ACMEOrderPresenting || ca.orders != 1 {
 					t.Errorf("after the claim expired: holder %q state %s, %d orders; want replica-0 to have resumed it", got.Status.Holder, got.Status.State, ca.orders)
 				}
 			}
@@ -367,16 +368,16 @@ func TestDeletedOrderRemovesItsRecords(t *testing.T) {
 	})
 	ctx := context.Background()
 	ord := newTestOrder(t)
-	ord.Finalizers = []string{CleanupFinalizer}
+	ord.Finalizers = []string{hubapi.TXTCleanupFinalizer}
 	if err := hub.Create(ctx, ord); err != nil {
 		t.Fatal(err)
 	}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ord)}
-	for got := ord; got.Status.State != StatePropagating; {
+	for got := ord; got.Status.State != hubapi.ACMEOrderPropagating; {
 		if _, err := s.reconcileOrder(ctx, req); err != nil {
 			t.Fatal(err)
 		}
-		got = &Order{}
+		got = &hubapi.ACMEOrder{}
 		if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +392,7 @@ func TestDeletedOrderRemovesItsRecords(t *testing.T) {
 	if err != nil || res.RequeueAfter != cleanupRetry || zone.records() == 0 {
 		t.Fatalf("a failed clean-up: requeue %s (%v), %d records; want it kept and tried again after %s", res.RequeueAfter, err, zone.records(), cleanupRetry)
 	}
-	if err := hub.Get(ctx, req.NamespacedName, &Order{}); err != nil {
+	if err := hub.Get(ctx, req.NamespacedName, &hubapi.ACMEOrder{}); err != nil {
 		t.Fatalf("the order went before its records: %v", err)
 	}
 	if _, err := s.reconcileOrder(ctx, req); err != nil {
@@ -400,7 +401,7 @@ func TestDeletedOrderRemovesItsRecords(t *testing.T) {
 	if n := zone.records(); n != 0 {
 		t.Errorf("%d TXT records left", n)
 	}
-	if err := hub.Get(ctx, req.NamespacedName, &Order{}); !apierrors.IsNotFound(err) {
+	if err := hub.Get(ctx, req.NamespacedName, &hubapi.ACMEOrder{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the order is still there (%v)", err)
 	}
 }

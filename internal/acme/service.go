@@ -22,6 +22,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Defaults for Options.
@@ -191,7 +193,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	}
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == opts.Namespace })
 	if err := builder.ControllerManagedBy(mgr).Named("acme-order").
-		For(&Order{}, builder.WithPredicates(inNamespace)).
+		For(&hubapi.ACMEOrder{}, builder.WithPredicates(inNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentOrders}).
 		Complete(reconcile.Func(s.reconcileOrder)); err != nil {
 		return nil, err

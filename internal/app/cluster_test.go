@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // runCerthub runs the command with args and stdin; it returns stdout+stderr.
@@ -61,17 +63,17 @@ func TestValidateRefusesMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect := regexp.MustCompile(`(?m)^# expect: (.*)$`)
-	docs := splitDocuments(raw)
+	docs := inventory.SplitDocuments(raw)
 	n := 0
 	for _, d := range docs {
-		m := expect.FindSubmatch(d.raw)
+		m := expect.FindSubmatch(d.Raw)
 		if m == nil {
 			continue
 		}
 		n++
 		want := string(m[1])
 		t.Run(want, func(t *testing.T) {
-			out, err := validate(string(d.raw), "-")
+			out, err := validate(string(d.Raw), "-")
 			if err == nil || !strings.Contains(out, ": error: ") || !strings.Contains(out, want) {
 				t.Fatalf("want an error saying %q, got %v:\n%s", want, err, out)
 			}
@@ -161,7 +163,7 @@ stringData: {name: ` + cluster + `, server: "https://` + cluster + `.example.com
 	}
 	// -o json, for CI annotations.
 	out, err = validate("", "-o", "json", one)
-	var findings []Finding
+	var findings []inventory.Finding
 	if err != nil || json.Unmarshal([]byte(out), &findings) != nil || len(findings) != 1 || findings[0].Line != 1 ||
 		findings[0].Severity != "ok" || findings[0].Cluster != "x" || findings[0].Server != "https://x.example.com" {
 		t.Fatalf("-o json: %v %+v\n%s", err, findings, out)

@@ -11,11 +11,11 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
@@ -104,7 +104,11 @@ func runPolicyCheck(ctx context.Context, stdin io.Reader, out io.Writer, args []
 		if err != nil {
 			return fmt.Errorf("reading policies or cluster labels from the hub: %w (give --policies and --cluster-labels to check offline)", err)
 		}
-		if hubc, err = client.New(cfg, client.Options{}); err != nil {
+		scheme, err := hub.NewScheme()
+		if err != nil {
+			return err
+		}
+		if hubc, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 			return fmt.Errorf("failed to create hub client: %w", err)
 		}
 	}
@@ -141,24 +145,24 @@ func runPolicyCheck(ctx context.Context, stdin io.Reader, out io.Writer, args []
 // (other kinds are skipped), in namespace ns when they name none.
 func decodeCertificates(raw []byte, ns string) ([]*cmapi.Certificate, error) {
 	var out []*cmapi.Certificate
-	for _, doc := range splitDocuments(raw) {
-		if len(bytes.TrimSpace(doc.raw)) == 0 {
+	for _, doc := range inventory.SplitDocuments(raw) {
+		if len(bytes.TrimSpace(doc.Raw)) == 0 {
 			continue
 		}
 		var tm struct{ APIVersion, Kind string }
-		if err := yaml.Unmarshal(doc.raw, &tm); err != nil {
-			return nil, fmt.Errorf("line %d: %w", doc.line, err)
+		if err := yaml.Unmarshal(doc.Raw, &tm); err != nil {
+			return nil, fmt.Errorf("line %d: %w", doc.Line, err)
 		}
 		if tm.Kind != cmapi.CertificateKind || !strings.HasPrefix(tm.APIVersion, cmapi.SchemeGroupVersion.Group+"/") {
 			continue
 		}
 		crt := &cmapi.Certificate{}
-		if err := yaml.UnmarshalStrict(doc.raw, crt); err != nil {
-			return nil, fmt.Errorf("line %d: Certificate: %w", doc.line, err)
+		if err := yaml.UnmarshalStrict(doc.Raw, crt); err != nil {
+			return nil, fmt.Errorf("line %d: Certificate: %w", doc.Line, err)
 		}
 		if crt.Namespace == "" {
 			if ns == "" {
-				return nil, fmt.Errorf("line %d: Certificate %s has no namespace; give --namespace", doc.line, crt.Name)
+				return nil, fmt.Errorf("line %d: Certificate %s has no namespace; give --namespace", doc.Line, crt.Name)
 			}
 			crt.Namespace = ns
 		}
@@ -168,24 +172,15 @@ func decodeCertificates(raw []byte, ns string) ([]*cmapi.Certificate, error) {
 }
 
 // loadPolicies reads IssuancePolicies from files, or from the hub when none are given.
-func loadPolicies(ctx context.Context, stdin io.Reader, hubc client.Client, files []string) ([]policy.IssuancePolicy, error) {
+func loadPolicies(ctx context.Context, stdin io.Reader, hubc client.Client, files []string) ([]hubapi.IssuancePolicy, error) {
 	if len(files) == 0 {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(policy.ListGVK)
+		list := &hubapi.IssuancePolicyList{}
 		if err := hubc.List(ctx, list); err != nil {
 			return nil, fmt.Errorf("failed to list IssuancePolicies in the hub: %w", err)
 		}
-		var out []policy.IssuancePolicy
-		for i := range list.Items {
-			p, err := policy.FromUnstructured(&list.Items[i])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, *p)
-		}
-		return out, nil
+		return list.Items, nil
 	}
-	var out []policy.IssuancePolicy
+	var out []hubapi.IssuancePolicy
 	for _, f := range files {
 		var perr error
 		if err := eachInput(stdin, f, func(name string, raw []byte) {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
@@ -221,9 +222,9 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	// Secret metadata only: status never reads a private key.
 	secrets := &metav1.PartialObjectMetadataList{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := dc.List(ctx, secrets, client.MatchingLabels{certsync.ManagedLabel: certsync.ManagedValue}); err == nil {
+	if err := dc.List(ctx, secrets, client.MatchingLabels{hubapi.ManagedByLabel: hubapi.ManagedByValue}); err == nil {
 		for _, s := range secrets.Items {
-			written[s.Namespace+"/"+s.Name] = s.Annotations[certsync.WriterAnnotation]
+			written[s.Namespace+"/"+s.Name] = s.Annotations[hubapi.WrittenByAnnotation]
 			for _, mf := range s.ManagedFields {
 				if mf.Manager == certsync.FieldManager && mf.Time != nil && (row.LastWrite == nil || mf.Time.After(*row.LastWrite)) {
 					t := mf.Time.Time

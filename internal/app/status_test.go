@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/rotation"
@@ -41,11 +42,11 @@ func TestStatusOwners(t *testing.T) {
 			objs = append(objs, s)
 			key := shard.FenceKey(cluster, buckets)
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "certhub-shard-" + key, Namespace: "certhub",
-				Labels:      map[string]string{shard.LeaseKindLabel: "fence"},
-				Annotations: map[string]string{shard.FenceKeyAnnotation: key}},
+				Labels:      map[string]string{hubapi.LeaseKindLabel: "fence"},
+				Annotations: map[string]string{hubapi.FenceKeyAnnotation: key}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("replica-" + cluster)}}
 			if buckets > 0 {
-				l.Annotations[shard.BucketsAnnotation] = "4"
+				l.Annotations[hubapi.ShardBucketsAnnotation] = "4"
 				if cluster == "west" && shard.FenceKey("west", 4) == shard.FenceKey("east", 4) {
 					continue // same bucket, same holder as east
 				}

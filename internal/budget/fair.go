@@ -6,16 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"time"
-)
 
-// WeightLabel on an Argo CD cluster Secret sets its cluster's share of
-// every shared budget (--issuance-rate, each ACME issuer's rate limits)
-// relative to other clusters: a positive number, 1 when absent or invalid.
-const WeightLabel = "certhub.io/issuance-weight"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+)
 
 // ParseWeight reads WeightLabel from a cluster Secret's labels.
 func ParseWeight(labels map[string]string) float64 {
-	w, err := strconv.ParseFloat(labels[WeightLabel], 64)
+	w, err := strconv.ParseFloat(labels[hubapi.IssuanceWeightLabel], 64)
 	if err != nil || w <= 0 || w > 1000 {
 		return 1
 	}

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Limit is a token bucket: Capacity tokens, refilled continuously at
@@ -481,7 +483,7 @@ func (l *Ledger) update(ctx context.Context, mutate func(*LedgerData, time.Time)
 		}
 		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "certhub", "certhub.io/budget": "ledger"}},
+				Labels: map[string]string{"app.kubernetes.io/part-of": "certhub", hubapi.BudgetLabel: "ledger"}},
 				Data: map[string]string{LedgerKey: string(raw)}}
 			err = l.c.Create(ctx, cm)
 		} else {

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // passwordError: a keystore password Secret or key is missing downstream.
@@ -70,10 +72,10 @@ func notAdoptable(s *corev1.Secret, crt *cmapi.Certificate) string {
 	default:
 		return fmt.Sprintf("Secret %q exists with type %s and was not written by certhub; certhub never takes over typed Secrets. Choose another secretName", s.Name, s.Type)
 	}
-	if s.Annotations[AdoptAnnotation] == crt.Name {
+	if s.Annotations[hubapi.AdoptSecretAnnotation] == crt.Name {
 		return ""
 	}
-	return fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. To let this Certificate take it over, annotate the Secret (whoever may write it): %s: %q", s.Name, AdoptAnnotation, crt.Name)
+	return fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. To let this Certificate take it over, annotate the Secret (whoever may write it): %s: %q", s.Name, hubapi.AdoptSecretAnnotation, crt.Name)
 }
 
 // liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
@@ -97,7 +99,7 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	if err == nil {
 		// The cache selects managed Secrets; the label is checked anyway, so
 		// a client without that selector can never make certhub overwrite one.
-		return s, s.Labels[ManagedLabel] != ManagedValue, nil
+		return s, s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
@@ -108,7 +110,7 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 	if live == nil || err != nil {
 		return nil, false, err
 	}
-	return live, live.Labels[ManagedLabel] != ManagedValue, nil
+	return live, live.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue, nil
 }
 
 // gathered is what a decision about one Certificate reads besides the

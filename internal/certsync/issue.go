@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -26,7 +27,7 @@ import (
 // cert-manager's post-issuance policies: no new certificate is issued.
 func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secret, pw keystorePasswords) error {
 	d := secretData{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data[cmmeta.TLSCAKey],
-		issuances: s.Annotations[IssuancesAnnotation]} // carried over: an apply without it would remove it
+		issuances: s.Annotations[hubapi.IssuancesAnnotation]} // carried over: an apply without it would remove it
 	cert, err := pki.DecodeX509CertificateBytes(d.certPEM)
 	if err != nil {
 		return nil // the trigger chain already judged the data; nothing to repair

@@ -10,6 +10,8 @@ import (
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // The loop guard stops a Certificate that is issued again and again for the
@@ -62,7 +64,7 @@ func parseLoopRecord(s *corev1.Secret) (rec loopRecord, ok bool) {
 	if s == nil {
 		return rec, false
 	}
-	v, found := s.Annotations[IssuancesAnnotation]
+	v, found := s.Annotations[hubapi.IssuancesAnnotation]
 	if !found {
 		return rec, false
 	}

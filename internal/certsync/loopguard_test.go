@@ -9,13 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 func TestLoopGuardDecide(t *testing.T) {
 	g := loopGuard{max: 5, window: time.Hour, backoff: 5 * time.Minute, maxBackoff: time.Hour}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	secret := func(rec string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{IssuancesAnnotation: rec}}}
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hubapi.IssuancesAnnotation: rec}}}
 	}
 	rec := func(gen int64, count int, since time.Time, trips int) string {
 		return loopRecord{generation: gen, count: count, since: since, trips: trips}.String()
@@ -112,7 +114,7 @@ func TestLoopGuardStopsALoop(t *testing.T) {
 		switch {
 		case d.allow:
 			issued++
-			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{IssuancesAnnotation: d.record.String()}}}
+			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hubapi.IssuancesAnnotation: d.record.String()}}}
 			crt.Status.Conditions = nil // setReady after the issuance
 			crt.Status.LastFailureTime, crt.Status.FailedIssuanceAttempts = nil, nil
 			reason = ReasonKeyMismatch // the second writer breaks it again at once

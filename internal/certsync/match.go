@@ -47,14 +47,6 @@ func certificateMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) [
 	return v
 }
 
-// RequestHashAnnotation is on Secrets whose certificate came from a CA that
-// decides subject, usages and lifetime itself (ACME: Let's Encrypt drops
-// the common name and client auth). It holds requestHash of the spec the
-// request was made from; the spec is compared with it, as cert-manager
-// compares the spec with its CertificateRequest, and only the names with
-// the certificate.
-const RequestHashAnnotation = "certhub.io/request-hash"
-
 // requestHash digests the request cert-manager would build from spec:
 // subject and extensions (names, usages, basic constraints).
 func requestHash(crt *cmapi.Certificate) (string, error) {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -76,8 +77,8 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		crt.Spec.IsCA = true
 		h := newReconcilerHarness(t, nil, crt)
 		two := 2
-		set, err := policy.Compile([]policy.IssuancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "sub-ca"}, Spec: policy.Spec{Allowed: policy.Allowed{
-			CommonName: &policy.StringValue{Value: "*"}, DNSNames: &policy.StringValues{Values: []string{"*.example.com"}}, IsCA: true, MaxPathLen: &two}}}}, policy.Deny)
+		set, err := policy.Compile([]hubapi.IssuancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "sub-ca"}, Spec: hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+			CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: &hubapi.StringValues{Values: []string{"*.example.com"}}, IsCA: true, MaxPathLen: &two}}}}, policy.Deny)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 		}
 		return unstructured.Unstructured{Object: m}
 	}
-	set, err := policy.Compile([]policy.IssuancePolicy{{Spec: policy.Spec{Allowed: policy.Allowed{DNSNames: &policy.StringValues{Values: []string{"*.ok.example.com"}}}}}}, policy.Deny)
+	set, err := policy.Compile([]hubapi.IssuancePolicy{{Spec: hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{DNSNames: &hubapi.StringValues{Values: []string{"*.ok.example.com"}}}}}}, policy.Deny)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
@@ -91,7 +92,7 @@ func propertyCase(r *rand.Rand) (valid, allowed, ca int, err error) {
 	if r.IntN(4) > 0 {
 		spec = gen.PolicyFor(r, crt)
 	}
-	set, err := policy.Compile([]policy.IssuancePolicy{fixture.Policy("p", spec)}, policy.Deny)
+	set, err := policy.Compile([]hubapi.IssuancePolicy{fixture.Policy("p", spec)}, policy.Deny)
 	if err != nil {
 		return 1, 0, 0, nil // a generated pattern the compiler refuses: it allows nothing
 	}
@@ -138,7 +139,7 @@ var propertyCA, propertyCAKey = func() ([]*x509.Certificate, crypto.Signer) {
 
 // oracle checks cert against what a policy lists, reading the certificate
 // as any relying party would, independently of the policy package.
-func oracle(a policy.Allowed, c policy.Constraints, cert *x509.Certificate) error {
+func oracle(a hubapi.PolicyAllowed, c hubapi.PolicyConstraints, cert *x509.Certificate) error {
 	rdns, err := pki.UnmarshalRawDerBytesToRDNSequence(cert.RawSubject)
 	if err != nil {
 		return err
@@ -219,7 +220,7 @@ func oracle(a policy.Allowed, c policy.Constraints, cert *x509.Certificate) erro
 // caAllowed: a CA only when the policy allows one, with at most its path
 // length, and for every name type the policy lists narrowly, constraints
 // that keep the CA's own signatures inside the policy.
-func caAllowed(a policy.Allowed, cert *x509.Certificate) error {
+func caAllowed(a hubapi.PolicyAllowed, cert *x509.Certificate) error {
 	if !a.IsCA {
 		return fmt.Errorf("isCA, which the policy does not allow")
 	}
@@ -256,7 +257,7 @@ func caAllowed(a policy.Allowed, cert *x509.Certificate) error {
 
 // usagesAllowed: every key usage bit and extended key usage is cert-manager's
 // default or one the policy lists.
-func usagesAllowed(a policy.Allowed, cert *x509.Certificate) error {
+func usagesAllowed(a hubapi.PolicyAllowed, cert *x509.Certificate) error {
 	ku := x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
 	if cert.IsCA {
 		ku |= x509.KeyUsageCertSign
@@ -281,17 +282,17 @@ func usagesAllowed(a policy.Allowed, cert *x509.Certificate) error {
 	return nil
 }
 
-var subjectOIDs = map[string]func(*policy.SubjectAllowed) *policy.StringValues{
-	"2.5.4.10": func(s *policy.SubjectAllowed) *policy.StringValues { return s.Organizations },
-	"2.5.4.6":  func(s *policy.SubjectAllowed) *policy.StringValues { return s.Countries },
-	"2.5.4.11": func(s *policy.SubjectAllowed) *policy.StringValues { return s.OrganizationalUnits },
-	"2.5.4.7":  func(s *policy.SubjectAllowed) *policy.StringValues { return s.Localities },
-	"2.5.4.8":  func(s *policy.SubjectAllowed) *policy.StringValues { return s.Provinces },
-	"2.5.4.9":  func(s *policy.SubjectAllowed) *policy.StringValues { return s.StreetAddresses },
-	"2.5.4.17": func(s *policy.SubjectAllowed) *policy.StringValues { return s.PostalCodes },
+var subjectOIDs = map[string]func(*hubapi.SubjectAllowed) *hubapi.StringValues{
+	"2.5.4.10": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Organizations },
+	"2.5.4.6":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Countries },
+	"2.5.4.11": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.OrganizationalUnits },
+	"2.5.4.7":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Localities },
+	"2.5.4.8":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Provinces },
+	"2.5.4.9":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.StreetAddresses },
+	"2.5.4.17": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.PostalCodes },
 }
 
-func subjectAllowed(s *policy.SubjectAllowed, oid, v string) bool {
+func subjectAllowed(s *hubapi.SubjectAllowed, oid, v string) bool {
 	f, ok := subjectOIDs[oid]
 	return ok && s != nil && anyGlob(f(s), v)
 }
@@ -307,7 +308,7 @@ func glob(pattern, v string) bool {
 	return regexp.MustCompile("^(?s:" + strings.Join(parts, ".*") + ")$").MatchString(v)
 }
 
-func anyGlob(vs *policy.StringValues, v string) bool {
+func anyGlob(vs *hubapi.StringValues, v string) bool {
 	if vs == nil {
 		return false
 	}
@@ -319,7 +320,7 @@ func anyGlob(vs *policy.StringValues, v string) bool {
 	return false
 }
 
-func inCIDRs(vs *policy.StringValues, ip net.IP) bool {
+func inCIDRs(vs *hubapi.StringValues, ip net.IP) bool {
 	if vs == nil {
 		return false
 	}

@@ -75,23 +75,6 @@ const (
 
 // Labels and annotations certhub puts on the Secrets it writes.
 const (
-	// ManagedLabel marks Secrets written by certhub; the downstream Secret cache selects on it.
-	ManagedLabel = "certhub.io/managed-by"
-	// ManagedValue is ManagedLabel's value.
-	ManagedValue = "certhub"
-	// WriterAnnotation names the hub replica that last wrote the Secret.
-	WriterAnnotation = "certhub.io/written-by"
-	// AdoptAnnotation on an existing Secret certhub did not create, set to
-	// a Certificate's name, lets that Certificate take the Secret over. It is
-	// granted on the Secret, by someone allowed to write it — never
-	// self-served from the Certificate. Without it such a Secret is never
-	// overwritten, and typed Secrets (service-account tokens, registry
-	// credentials, ...) never are.
-	AdoptAnnotation = "certhub.io/adopt-secret"
-	// IssuancesAnnotation on a Secret counts the issuances of the
-	// Certificate's current generation for the loop guard
-	// ("generation=G,count=N,since=RFC3339,trips=T"), written with each issuance.
-	IssuancesAnnotation = "certhub.io/issuances"
 	// FieldManager is the server-side apply field manager for everything certhub writes.
 	FieldManager = "certhub"
 )

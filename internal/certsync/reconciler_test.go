@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -174,8 +175,8 @@ func TestReconcileIssuesOnceThenStaysStill(t *testing.T) {
 	res := h.reconcile("web")
 	crt := h.certificate("web")
 	s := h.secret("web-tls")
-	if s == nil || s.Labels[ManagedLabel] != ManagedValue || s.Annotations[WriterAnnotation] != "replica-0/3" ||
-		!strings.HasPrefix(s.Annotations[IssuancesAnnotation], "generation=0,count=1,") {
+	if s == nil || s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue || s.Annotations[hubapi.WrittenByAnnotation] != "replica-0/3" ||
+		!strings.HasPrefix(s.Annotations[hubapi.IssuancesAnnotation], "generation=0,count=1,") {
 		t.Fatalf("Secret %+v", s)
 	}
 	if c := ready(crt); c == nil || c.Status != cmmeta.ConditionTrue || rev(crt) != 1 {
@@ -414,7 +415,7 @@ func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-tls", Annotations: ann}, Type: typ}
 	}
 	selfServed := testCertificate()
-	selfServed.Annotations = map[string]string{AdoptAnnotation: "true"}
+	selfServed.Annotations = map[string]string{hubapi.AdoptSecretAnnotation: "true"}
 	for _, tc := range []struct {
 		name   string
 		crt    *cmapi.Certificate
@@ -422,11 +423,11 @@ func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
 		adopt  bool
 		says   string
 	}{
-		{"granted on the Secret", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{AdoptAnnotation: "web"}), true, ""},
-		{"granted to another Certificate", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{AdoptAnnotation: "api"}), false, `annotate the Secret (whoever may write it): certhub.io/adopt-secret: "web"`},
+		{"granted on the Secret", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{hubapi.AdoptSecretAnnotation: "web"}), true, ""},
+		{"granted to another Certificate", testCertificate(), foreign(corev1.SecretTypeOpaque, map[string]string{hubapi.AdoptSecretAnnotation: "api"}), false, `annotate the Secret (whoever may write it): certhub.io/adopt-secret: "web"`},
 		{"self-served from the Certificate", selfServed, foreign(corev1.SecretTypeTLS, nil), false, "annotate the Secret"},
-		{"a typed Secret, even granted", testCertificate(), foreign(corev1.SecretTypeDockerConfigJson, map[string]string{AdoptAnnotation: "web"}), false, "never takes over typed Secrets"},
-		{"a service-account token, even granted", testCertificate(), foreign(corev1.SecretTypeServiceAccountToken, map[string]string{AdoptAnnotation: "web"}), false, "kubernetes.io/service-account-token"},
+		{"a typed Secret, even granted", testCertificate(), foreign(corev1.SecretTypeDockerConfigJson, map[string]string{hubapi.AdoptSecretAnnotation: "web"}), false, "never takes over typed Secrets"},
+		{"a service-account token, even granted", testCertificate(), foreign(corev1.SecretTypeServiceAccountToken, map[string]string{hubapi.AdoptSecretAnnotation: "web"}), false, "kubernetes.io/service-account-token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.secret.Type == corev1.SecretTypeDockerConfigJson {
@@ -436,7 +437,7 @@ func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
 			res := h.reconcile("web")
 			c := ready(h.certificate("web"))
 			if tc.adopt {
-				if c == nil || c.Status != cmmeta.ConditionTrue || h.secret("web-tls").Labels[ManagedLabel] != ManagedValue {
+				if c == nil || c.Status != cmmeta.ConditionTrue || h.secret("web-tls").Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue {
 					t.Fatalf("not adopted: Ready %+v", c)
 				}
 				return
@@ -447,7 +448,7 @@ func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
 			if res.RequeueAfter != h.r.opts.IssuerRetryInterval {
 				t.Errorf("requeue after %s, want %s (to look for a grant)", res.RequeueAfter, h.r.opts.IssuerRetryInterval)
 			}
-			if s := h.secret("web-tls"); s.Labels[ManagedLabel] == ManagedValue {
+			if s := h.secret("web-tls"); s.Labels[hubapi.ManagedByLabel] == hubapi.ManagedByValue {
 				t.Errorf("the Secret was taken over")
 			}
 		})

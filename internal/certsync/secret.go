@@ -11,6 +11,8 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // secretData is what an issuance produced.
@@ -53,16 +55,16 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	annotations[cmapi.IssuerKindAnnotationKey] = issuerKind(ref)
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
 	if writer != "" {
-		annotations[WriterAnnotation] = writer
+		annotations[hubapi.WrittenByAnnotation] = writer
 	}
 	if d.requestHash != "" {
-		annotations[RequestHashAnnotation] = d.requestHash
+		annotations[hubapi.RequestHashAnnotation] = d.requestHash
 	}
 	if d.issuances != "" {
-		annotations[IssuancesAnnotation] = d.issuances
+		annotations[hubapi.IssuancesAnnotation] = d.issuances
 	}
 	labels[cmapi.PartOfCertManagerControllerLabelKey] = "true"
-	labels[ManagedLabel] = ManagedValue
+	labels[hubapi.ManagedByLabel] = hubapi.ManagedByValue
 
 	data := map[string][]byte{}
 	for k, v := range d.extra {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
@@ -255,7 +256,7 @@ func CacheOptions() cluster.Option {
 			o.Cache.ByObject = map[client.Object]cache.ByObject{}
 		}
 		o.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{
-			Label: labels.SelectorFromSet(labels.Set{ManagedLabel: ManagedValue}),
+			Label: labels.SelectorFromSet(labels.Set{hubapi.ManagedByLabel: hubapi.ManagedByValue}),
 		}
 	}
 }

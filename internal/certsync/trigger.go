@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -155,7 +156,7 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 	v := certificateMismatches(st.cert, in.crt.Spec)
-	if h, ok := in.secret.Annotations[RequestHashAnnotation]; ok {
+	if h, ok := in.secret.Annotations[hubapi.RequestHashAnnotation]; ok {
 		v = requestMismatches(st.cert, in.crt, h)
 	}
 	if len(v) > 0 {
@@ -231,7 +232,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			return decision{}, true, reconcile.Result{}, err
 		}
 		if live == nil || live.ResourceVersion != in.secret.ResourceVersion {
-			if live != nil && live.Labels[ManagedLabel] != ManagedValue && notAdoptable(live, crt) != "" {
+			if live != nil && live.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue && notAdoptable(live, crt) != "" {
 				return decision{}, true, reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
 			}
 			in.secret = live

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -88,15 +89,15 @@ func TestTriggerChain(t *testing.T) {
 		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: ReasonRenewing},
 		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: ReasonExpired},
 		{name: "ordered (ACME): usages the CA chose are no mismatch", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, withUsages)
+			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, withUsages)
 			return s
 		}, reason: ""},
 		{name: "ordered (ACME): usages changed since the request", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, nil)
+			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
 			return s
 		}, reason: ReasonIncorrectCertificate},
 		{name: "ordered (ACME): a DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[RequestHashAnnotation] = mustRequestHash(t, nil)
+			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
 			return s
 		}, reason: ReasonIncorrectCertificate},
 		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
@@ -148,7 +149,7 @@ func TestSecretApplyMatchesCertManagerFormat(t *testing.T) {
 		cmapi.AltNamesAnnotationKey:    "web.example.com",
 		cmapi.IPSANAnnotationKey:       "10.0.0.1",
 		cmapi.URISANAnnotationKey:      "",
-		WriterAnnotation:               "replica-0",
+		hubapi.WrittenByAnnotation:     "replica-0",
 		"team":                         "shop",
 	}
 	for k, v := range want {
@@ -159,7 +160,7 @@ func TestSecretApplyMatchesCertManagerFormat(t *testing.T) {
 	if _, ok := s.Annotations[cmapi.EmailsAnnotationKey]; ok {
 		t.Errorf("email-sans must be absent when there are no email SANs")
 	}
-	for k, v := range map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true", ManagedLabel: ManagedValue, "app": "web"} {
+	for k, v := range map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true", hubapi.ManagedByLabel: hubapi.ManagedByValue, "app": "web"} {
 		if s.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, s.Labels[k], v)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Limits from cert-manager's API (pkg/apis/certmanager/v1).
@@ -230,7 +232,7 @@ const argoInstanceLabel = "app.kubernetes.io/instance"
 // that bind a Secret to a ServiceAccount.
 func reservedKey(k string) string {
 	switch {
-	case strings.HasPrefix(k, "certhub.io/"):
+	case strings.HasPrefix(k, hubapi.KeyPrefix):
 		return "certhub.io/* keys are certhub's own marks"
 	case strings.HasPrefix(k, "argocd.argoproj.io/"):
 		return "argocd.argoproj.io/* keys belong to Argo CD (cluster registration, tracking)"

@@ -33,11 +33,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/policy"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
+	"github.com/certhub/certhub/test/fixture/testbed"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // demoOptions configure `certhub-demo`.
@@ -113,17 +113,17 @@ the binaries and runs this.`,
 // demoPolicy lets each cluster get names under its own subdomain (of
 // example.com, and of acmeZone when set), and each namespace its
 // in-cluster service name.
-func demoPolicy(acmeZone string) policy.IssuancePolicy {
+func demoPolicy(acmeZone string) hubapi.IssuancePolicy {
 	names := []string{"*.{{cluster}}.example.com", "{{namespace}}.svc.cluster.local"}
 	if acmeZone != "" {
 		names = append(names, "*.{{cluster}}."+acmeZone)
 	}
-	return policy.IssuancePolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: policy.GroupVersion.String(), Kind: policy.GVK.Kind},
+	return hubapi.IssuancePolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: hubapi.SchemeGroupVersion.String(), Kind: hubapi.IssuancePolicyKind},
 		ObjectMeta: metav1.ObjectMeta{Name: "own-subdomain"},
-		Spec: policy.Spec{Allowed: policy.Allowed{
-			DNSNames: &policy.StringValues{Values: names},
-		}, Constraints: policy.Constraints{PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm}}},
+		Spec: hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+			DNSNames: &hubapi.StringValues{Values: names},
+		}, Constraints: hubapi.PolicyConstraints{PrivateKey: &hubapi.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm}}},
 	}
 }
 
@@ -452,7 +452,7 @@ func waitDemoReady(ctx context.Context, bed *testbed.Bed, total, denied int, tim
 				writer := "-"
 				s := &corev1.Secret{}
 				if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err == nil {
-					writer = s.Annotations[certsync.WriterAnnotation]
+					writer = s.Annotations[hubapi.WrittenByAnnotation]
 				}
 				rows = append(rows, demoRow{cluster: cp.Name, crt: crt, owner: owners.Owner(cp.Name), writer: writer})
 			}

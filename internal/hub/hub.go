@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/fence"
@@ -56,7 +57,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	if err := gwapi.Install(s); err != nil {
 		return nil, err
 	}
-	if err := acme.AddToScheme(s); err != nil {
+	if err := hubapi.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -133,8 +134,8 @@ func hubServes(dc discovery.DiscoveryInterface) error {
 	if _, err := dc.ServerVersion(); err != nil {
 		return err
 	}
-	if _, err := dc.ServerResourcesForGroupVersion(acme.GroupVersion.String()); err != nil {
-		return fmt.Errorf("the hub does not serve %s (the ACMEOrder CRD of kustomize/base/crds) yet: %w", acme.GroupVersion, err)
+	if _, err := dc.ServerResourcesForGroupVersion(hubapi.SchemeGroupVersion.String()); err != nil {
+		return fmt.Errorf("the hub does not serve %s (the ACMEOrder CRD of kustomize/base/crds) yet: %w", hubapi.SchemeGroupVersion, err)
 	}
 	return nil
 }
@@ -256,7 +257,7 @@ func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:    {Namespaces: secretNamespaces},
 			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
-			&acme.Order{}:       {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // the hub's ACME orders
+			&hubapi.ACMEOrder{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // the hub's ACME orders
 		}},
 	}, mcOpts...)
 	if err != nil {

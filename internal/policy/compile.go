@@ -12,6 +12,8 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Mode decides Certificates that no policy selects.
@@ -47,8 +49,8 @@ func (s *Set) Len() int { return len(s.policies) }
 // Compile compiles policies. A policy that does not compile is kept: it
 // selects every Certificate and allows nothing, and its error is returned
 // (joined) so callers can report it. The Set is always usable.
-func Compile(policies []IssuancePolicy, def Mode) (*Set, error) {
-	s := compileAll(policies, nil, def)
+func Compile(policies []hubapi.IssuancePolicy, def Mode) (*Set, error) {
+	s := compileAll(policies, def)
 	var errs []error
 	for _, c := range s.policies {
 		if c.invalid != nil {
@@ -58,16 +60,12 @@ func Compile(policies []IssuancePolicy, def Mode) (*Set, error) {
 	return s, errors.Join(errs...)
 }
 
-// compileAll compiles policies; broken are policies that did not even
-// decode, kept as invalid.
-func compileAll(policies []IssuancePolicy, broken map[string]error, def Mode) *Set {
-	s := &Set{def: def, policies: make([]compiled, 0, len(policies)+len(broken))}
+// compileAll compiles policies; an invalid one is kept, allowing nothing.
+func compileAll(policies []hubapi.IssuancePolicy, def Mode) *Set {
+	s := &Set{def: def, policies: make([]compiled, 0, len(policies))}
 	for i := range policies {
 		c, _ := compile(&policies[i])
 		s.policies = append(s.policies, c)
-	}
-	for name, err := range broken {
-		s.policies = append(s.policies, compiled{name: name, invalid: err})
 	}
 	slices.SortFunc(s.policies, func(a, b compiled) int { return strings.Compare(a.name, b.name) })
 	return s
@@ -104,10 +102,10 @@ type compiled struct {
 	ku                           x509.KeyUsage // usages as x509 bits, defaults included
 	eku                          []x509.ExtKeyUsage
 	minDuration, maxDuration     time.Duration
-	key                          *PrivateKeyConstraints
+	key                          *hubapi.PrivateKeyConstraints
 }
 
-func compile(p *IssuancePolicy) (compiled, error) {
+func compile(p *hubapi.IssuancePolicy) (compiled, error) {
 	c := compiled{name: p.Name}
 	if err := c.compile(&p.Spec); err != nil {
 		return compiled{name: p.Name, invalid: err}, err
@@ -115,7 +113,7 @@ func compile(p *IssuancePolicy) (compiled, error) {
 	return c, nil
 }
 
-func (c *compiled) compile(s *Spec) error {
+func (c *compiled) compile(s *hubapi.IssuancePolicySpec) error {
 	if cs := s.Selector.Clusters; cs != nil {
 		c.clusterNames = patterns(cs.MatchNames)
 		if len(cs.MatchLabels) > 0 || len(cs.MatchExpressions) > 0 {
@@ -151,7 +149,7 @@ func (c *compiled) compile(s *Spec) error {
 	}
 	if sub := a.Subject; sub != nil {
 		c.subject = map[subjectField]*valuesPattern{}
-		for f, v := range map[subjectField]*StringValues{
+		for f, v := range map[subjectField]*hubapi.StringValues{
 			fieldOrganizations: sub.Organizations, fieldCountries: sub.Countries, fieldOrganizationalUnits: sub.OrganizationalUnits,
 			fieldLocalities: sub.Localities, fieldProvinces: sub.Provinces, fieldStreetAddresses: sub.StreetAddresses, fieldPostalCodes: sub.PostalCodes,
 		} {
@@ -203,7 +201,7 @@ func (c *compiled) compile(s *Spec) error {
 	return nil
 }
 
-func values(v *StringValues) *valuesPattern {
+func values(v *hubapi.StringValues) *valuesPattern {
 	if v == nil {
 		return nil
 	}

@@ -11,13 +11,13 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Options configure an Engine.
@@ -53,16 +53,9 @@ func New(opts Options) (*Engine, error) {
 	return &Engine{opts: opts, errs: map[string]string{}}, nil
 }
 
-// NewObject returns an empty IssuancePolicy as the hub cache holds it.
-func NewObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(GVK)
-	return u
-}
-
 // SetupWithManager watches IssuancePolicies through the hub manager's cache.
 func (e *Engine) SetupWithManager(mgr manager.Manager) error {
-	e.reader = mgr.GetCache() // the client would read unstructured objects live
+	e.reader = mgr.GetCache()
 	e.log = mgr.GetLogger().WithName("policy")
 	// The controller below hears of every change, but of nothing when there
 	// is no policy at all: the first load is a runnable of its own.
@@ -80,7 +73,7 @@ func (e *Engine) SetupWithManager(mgr manager.Manager) error {
 	}
 	return builder.ControllerManagedBy(mgr).
 		Named("issuancepolicy").
-		For(NewObject()).
+		For(&hubapi.IssuancePolicy{}).
 		Complete(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 			return reconcile.Result{}, e.reload(ctx)
 		}))
@@ -88,25 +81,14 @@ func (e *Engine) SetupWithManager(mgr manager.Manager) error {
 
 // reload lists every IssuancePolicy, compiles them and tells subscribers.
 func (e *Engine) reload(ctx context.Context) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ListGVK)
+	list := &hubapi.IssuancePolicyList{}
 	if err := e.reader.List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list IssuancePolicies: %w", err)
 	}
-	ps := make([]IssuancePolicy, 0, len(list.Items))
-	broken := map[string]error{}
+	set := compileAll(list.Items, e.opts.Default)
 	for i := range list.Items {
-		p, err := FromUnstructured(&list.Items[i])
-		if err != nil {
-			broken[list.Items[i].GetName()] = err // the CRD's schema makes this rare
-			continue
-		}
-		ps = append(ps, *p)
-	}
-	set := compileAll(ps, broken, e.opts.Default)
-	for i := range list.Items {
-		if err := set.invalid(list.Items[i].GetName()); err != nil {
-			e.report(list.Items[i].GetName(), err.Error())
+		if err := set.invalid(list.Items[i].Name); err != nil {
+			e.report(list.Items[i].Name, err.Error())
 		}
 	}
 	e.set.Store(set)
@@ -126,15 +108,6 @@ func (e *Engine) report(name, msg string) {
 	if news {
 		e.log.Error(errors.New(msg), "invalid IssuancePolicy: it selects every Certificate and allows nothing", "policy", name)
 	}
-}
-
-// FromUnstructured converts an IssuancePolicy read as unstructured.
-func FromUnstructured(u *unstructured.Unstructured) (*IssuancePolicy, error) {
-	p := &IssuancePolicy{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, p, true); err != nil {
-		return nil, fmt.Errorf("failed to decode IssuancePolicy %q: %w", u.GetName(), err)
-	}
-	return p, nil
 }
 
 // Subscribe registers fn to be called (without locks held) after every

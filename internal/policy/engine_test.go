@@ -8,21 +8,16 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-)
 
-func policyObject(name string, spec map[string]any) *unstructured.Unstructured {
-	u := NewObject()
-	u.SetName(name)
-	u.Object["spec"] = spec
-	return u
-}
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+)
 
 // The Engine answers pending until its first load, then decides with what
 // it read, tells subscribers of every load, and keeps a policy that does not
-// even decode as one that allows nothing.
+// compile as one that allows nothing, named in every denial.
 func TestEngineLoadsAndNotifies(t *testing.T) {
 	e, err := New(Options{Default: Allow, ClusterLabels: func(string) map[string]string { return map[string]string{"env": "dev"} }})
 	if err != nil {
@@ -37,12 +32,20 @@ func TestEngineLoadsAndNotifies(t *testing.T) {
 	var calls atomic.Int32
 	e.Subscribe(func() { calls.Add(1) })
 
-	devOnly := policyObject("dev", map[string]any{
-		"selector": map[string]any{"clusters": map[string]any{"matchLabels": map[string]any{"env": "dev"}}},
-		"allowed":  map[string]any{"dnsNames": map[string]any{"values": []any{"*.dev.example.com"}}},
-	})
-	broken := policyObject("broken", map[string]any{"selector": map[string]any{}, "allowed": map[string]any{"isCA": "yes"}})
-	e.reader = fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithObjects(devOnly, broken).Build()
+	devOnly := &hubapi.IssuancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "dev"}, Spec: hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}},
+		Allowed:  hubapi.PolicyAllowed{DNSNames: &hubapi.StringValues{Values: []string{"*.dev.example.com"}}},
+	}}
+	// An operator the label selector does not know: the CRD's schema lets
+	// it through (metav1's type has no enum), compiling refuses it.
+	broken := &hubapi.IssuancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Sometimes"}}}},
+	}}
+	scheme := runtime.NewScheme()
+	if err := hubapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	e.reader = fake.NewClientBuilder().WithScheme(scheme).WithObjects(devOnly, broken).Build()
 	e.log = logr.Discard()
 	if err := e.reload(context.Background()); err != nil {
 		t.Fatal(err)

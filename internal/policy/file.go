@@ -6,6 +6,8 @@ import (
 	"regexp"
 
 	"sigs.k8s.io/yaml"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 var separator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -13,8 +15,8 @@ var separator = regexp.MustCompile(`(?m)^---\s*$`)
 // Parse returns the IssuancePolicies in a YAML stream (documents of other
 // kinds are skipped), decoded strictly: an unknown field is an error, as a
 // typo in a policy must not silently allow less (or more) than meant.
-func Parse(raw []byte) ([]IssuancePolicy, error) {
-	var out []IssuancePolicy
+func Parse(raw []byte) ([]hubapi.IssuancePolicy, error) {
+	var out []hubapi.IssuancePolicy
 	for i, doc := range separator.Split(string(raw), -1) {
 		if len(bytes.TrimSpace([]byte(doc))) == 0 {
 			continue
@@ -23,10 +25,10 @@ func Parse(raw []byte) ([]IssuancePolicy, error) {
 		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
-		if tm.Kind != GVK.Kind || tm.APIVersion != GroupVersion.String() {
+		if tm.Kind != hubapi.IssuancePolicyKind || tm.APIVersion != hubapi.SchemeGroupVersion.String() {
 			continue
 		}
-		p := IssuancePolicy{}
+		p := hubapi.IssuancePolicy{}
 		if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
 			return nil, fmt.Errorf("document %d: IssuancePolicy: %w", i+1, err)
 		}

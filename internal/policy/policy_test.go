@@ -16,6 +16,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
@@ -28,33 +29,33 @@ var (
 
 // ownNames: each cluster may get names under its own subdomain, and its
 // namespaces names under <namespace>.svc.
-func ownNames() policy.IssuancePolicy {
-	return fixture.Policy("own-names", policy.Spec{Allowed: policy.Allowed{
-		CommonName: &policy.StringValue{Value: "*.{{cluster}}.example.com"},
+func ownNames() hubapi.IssuancePolicy {
+	return fixture.Policy("own-names", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+		CommonName: &hubapi.StringValue{Value: "*.{{cluster}}.example.com"},
 		DNSNames:   fixture.Values("*.{{cluster}}.example.com", "*.{{namespace}}.svc"),
 	}})
 }
 
-func devOnly() policy.IssuancePolicy {
-	return fixture.Policy("dev", policy.Spec{Selector: fixture.ForClusterLabels(dev), Allowed: policy.Allowed{
-		CommonName: &policy.StringValue{Value: "*.dev.example.com"},
+func devOnly() hubapi.IssuancePolicy {
+	return fixture.Policy("dev", hubapi.IssuancePolicySpec{Selector: fixture.ForClusterLabels(dev), Allowed: hubapi.PolicyAllowed{
+		CommonName: &hubapi.StringValue{Value: "*.dev.example.com"},
 		DNSNames:   fixture.Values("*.dev.example.com"),
 	}})
 }
 
-func ca(maxPathLen int) policy.IssuancePolicy {
-	return fixture.Policy("sub-ca", policy.Spec{
-		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{"pki-*"}}},
-		Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, IsCA: true, MaxPathLen: &maxPathLen},
+func ca(maxPathLen int) hubapi.IssuancePolicy {
+	return fixture.Policy("sub-ca", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Namespaces: &hubapi.NamespaceSelector{MatchNames: []string{"pki-*"}}},
+		Allowed:  hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, IsCA: true, MaxPathLen: &maxPathLen},
 	})
 }
 
-func bounded() policy.IssuancePolicy {
-	return fixture.Policy("bounded", policy.Spec{
-		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*"),
+func bounded() hubapi.IssuancePolicy {
+	return fixture.Policy("bounded", hubapi.IssuancePolicySpec{
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*"),
 			IPAddresses: fixture.Values("10.0.0.0/8", "fd00::1"), Usages: []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageDigitalSignature}},
-		Constraints: policy.Constraints{MaxDuration: &metav1.Duration{Duration: 30 * 24 * time.Hour},
-			PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm, MinSize: 256, MaxSize: 384}},
+		Constraints: hubapi.PolicyConstraints{MaxDuration: &metav1.Duration{Duration: 30 * 24 * time.Hour},
+			PrivateKey: &hubapi.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm, MinSize: 256, MaxSize: 384}},
 	})
 }
 
@@ -66,7 +67,7 @@ func TestEvaluate(t *testing.T) {
 	short := fixture.WithDuration(24 * time.Hour)
 	for _, tc := range []struct {
 		name     string
-		policies []policy.IssuancePolicy
+		policies []hubapi.IssuancePolicy
 		def      policy.Mode
 		cluster  string
 		labels   map[string]string
@@ -78,68 +79,68 @@ func TestEvaluate(t *testing.T) {
 		{name: "no policy, default allow", crt: crt("a", "web"), allowed: true},
 		{name: "no policy, default deny", def: policy.Deny, cluster: "east", crt: crt("a", "web"),
 			contains: []string{`no IssuancePolicy selects cluster "east", namespace "a", issuer ClusterIssuer/hub-ca`, "deny"}},
-		{name: "policy that does not select leaves the default", def: policy.Deny, policies: []policy.IssuancePolicy{devOnly()},
+		{name: "policy that does not select leaves the default", def: policy.Deny, policies: []hubapi.IssuancePolicy{devOnly()},
 			labels: prod, crt: crt("a", "web", fixture.WithNames("x.dev.example.com", "x.dev.example.com")), contains: []string{"no IssuancePolicy selects"}},
-		{name: "dev gets a dev name", policies: []policy.IssuancePolicy{devOnly()}, labels: dev,
+		{name: "dev gets a dev name", policies: []hubapi.IssuancePolicy{devOnly()}, labels: dev,
 			crt: crt("a", "web", fixture.WithNames("api.dev.example.com", "api.dev.example.com")), allowed: true, policy: "dev"},
-		{name: "dev cannot get a prod name", policies: []policy.IssuancePolicy{devOnly()}, labels: dev,
+		{name: "dev cannot get a prod name", policies: []hubapi.IssuancePolicy{devOnly()}, labels: dev,
 			crt:      crt("a", "web", fixture.WithNames("api.dev.example.com", "api.prod.example.com")),
 			contains: []string{"(dev)", `spec.dnsNames "api.prod.example.com" is not allowed (allowed: *.dev.example.com)`}},
-		{name: "own cluster's names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "own cluster's names", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt: crt("team", "web", fixture.WithNames("www.east.example.com", "www.east.example.com", "api.team.svc")), allowed: true, policy: "own-names"},
-		{name: "another cluster's names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "another cluster's names", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt: crt("team", "web", fixture.WithNames("", "www.west.example.com")), contains: []string{`"www.west.example.com"`, "*.{{cluster}}.example.com"}},
-		{name: "another namespace's service names", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "another namespace's service names", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt: crt("team", "web", fixture.WithNames("", "api.other.svc")), contains: []string{`"api.other.svc"`}},
-		{name: "a cluster called * gets no wildcard", policies: []policy.IssuancePolicy{ownNames()}, cluster: "*",
+		{name: "a cluster called * gets no wildcard", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "*",
 			crt: crt("team", "web", fixture.WithNames("", "www.east.example.com")), contains: []string{`"www.east.example.com"`}},
-		{name: "a field the policy does not list", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "a field the policy does not list", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt:      crt("team", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.URIs = []string{"spiffe://east/x"} })),
 			contains: []string{`spec.uris "spiffe://east/x" is not allowed (the policy allows none)`}},
-		{name: "isCA denied by default", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "isCA denied by default", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt: crt("team", "ca", fixture.WithNames("ca.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), contains: []string{"spec.isCA true is not allowed"}},
-		{name: "isCA allowed where a policy allows it", policies: []policy.IssuancePolicy{ownNames(), ca(1)}, cluster: "east",
+		{name: "isCA allowed where a policy allows it", policies: []hubapi.IssuancePolicy{ownNames(), ca(1)}, cluster: "east",
 			crt: crt("pki-east", "ca", fixture.WithNames("Team CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), allowed: true, policy: "sub-ca"},
-		{name: "within bounds", policies: []policy.IssuancePolicy{bounded()},
+		{name: "within bounds", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) {
 				s.IPAddresses = []string{"10.1.2.3", "fd00::1"}
 				s.Usages = []cmapi.KeyUsage{cmapi.UsageServerAuth}
 			})), allowed: true, policy: "bounded"},
-		{name: "maxDuration", policies: []policy.IssuancePolicy{bounded()}, crt: crt("a", "web"), contains: []string{"duration 2160h0m0s exceeds maxDuration 720h0m0s"}},
-		{name: "default duration counts", policies: []policy.IssuancePolicy{bounded()},
+		{name: "maxDuration", policies: []hubapi.IssuancePolicy{bounded()}, crt: crt("a", "web"), contains: []string{"duration 2160h0m0s exceeds maxDuration 720h0m0s"}},
+		{name: "default duration counts", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.Duration = nil })), contains: []string{"duration 2160h0m0s exceeds"}},
-		{name: "ip outside the CIDRs", policies: []policy.IssuancePolicy{bounded()},
+		{name: "ip outside the CIDRs", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IPAddresses = []string{"192.168.0.1"} })), contains: []string{`spec.ipAddresses "192.168.0.1" is not allowed (allowed: 10.0.0.0/8, fd00::1/128)`}},
-		{name: "usage not allowed", policies: []policy.IssuancePolicy{bounded()},
+		{name: "usage not allowed", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.Usages = []cmapi.KeyUsage{cmapi.UsageClientAuth} })), contains: []string{`spec.usages "client auth"`}},
-		{name: "key algorithm", policies: []policy.IssuancePolicy{bounded()},
+		{name: "key algorithm", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.PrivateKey = nil })), contains: []string{"spec.privateKey.algorithm RSA is not allowed (allowed: ECDSA)"}},
-		{name: "key too large", policies: []policy.IssuancePolicy{bounded()},
+		{name: "key too large", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.PrivateKey.Size = 521 })), contains: []string{"spec.privateKey.size 521 is above maxSize 384"}},
-		{name: "literalSubject is checked like subject", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "literalSubject is checked like subject", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt:      crt("a", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = "CN=www.east.example.com,O=Evil" })),
 			contains: []string{`spec.subject.organizations "Evil" is not allowed`}},
-		{name: "literalSubject CN is the common name", policies: []policy.IssuancePolicy{ownNames()}, cluster: "east",
+		{name: "literalSubject CN is the common name", policies: []hubapi.IssuancePolicy{ownNames()}, cluster: "east",
 			crt:      crt("a", "web", fixture.WithNames("", "www.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = "CN=www.west.example.com" })),
 			contains: []string{`spec.commonName "www.west.example.com"`}},
-		{name: "any one policy allowing is enough", policies: []policy.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
+		{name: "any one policy allowing is enough", policies: []hubapi.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
 			crt: crt("a", "web", fixture.WithNames("", "www.east.example.com")), allowed: true, policy: "own-names"},
-		{name: "every policy considered is named", policies: []policy.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
+		{name: "every policy considered is named", policies: []hubapi.IssuancePolicy{devOnly(), ownNames()}, cluster: "east", labels: dev,
 			crt: crt("a", "web", fixture.WithNames("", "www.prod.example.com")), contains: []string{"(dev, own-names)", "dev: spec.dnsNames", "own-names: spec.dnsNames"}},
-		{name: "required field missing", policies: []policy.IssuancePolicy{fixture.Policy("req", policy.Spec{Allowed: policy.Allowed{
-			DNSNames: &policy.StringValues{Values: []string{"*"}, Required: true}, CommonName: &policy.StringValue{Value: "*"}}})},
+		{name: "required field missing", policies: []hubapi.IssuancePolicy{fixture.Policy("req", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+			DNSNames: &hubapi.StringValues{Values: []string{"*"}, Required: true}, CommonName: &hubapi.StringValue{Value: "*"}}})},
 			crt: crt("a", "web", fixture.WithNames("web")), contains: []string{"spec.dnsNames is required"}},
-		{name: "issuer selector by kind", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("ns-issuers", policy.Spec{
-			Selector: policy.Selector{IssuerRef: &policy.IssuerRefSelector{Kind: "Issuer"}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+		{name: "issuer selector by kind", def: policy.Deny, policies: []hubapi.IssuancePolicy{fixture.Policy("ns-issuers", hubapi.IssuancePolicySpec{
+			Selector: hubapi.PolicySelector{IssuerRef: &hubapi.IssuerRefSelector{Kind: "Issuer"}}, Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
 			crt: crt("a", "web", fixture.WithIssuer(cmmeta.IssuerReference{Name: "local"})), allowed: true, policy: "ns-issuers"},
-		{name: "issuer selector by name skips others", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("other-ca", policy.Spec{
-			Selector: policy.Selector{IssuerRef: &policy.IssuerRefSelector{Name: "other-*"}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+		{name: "issuer selector by name skips others", def: policy.Deny, policies: []hubapi.IssuancePolicy{fixture.Policy("other-ca", hubapi.IssuancePolicySpec{
+			Selector: hubapi.PolicySelector{IssuerRef: &hubapi.IssuerRefSelector{Name: "other-*"}}, Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
 			crt: crt("a", "web"), contains: []string{"no IssuancePolicy selects"}},
-		{name: "an invalid policy allows nothing", def: policy.Allow, policies: []policy.IssuancePolicy{fixture.Policy("broken", policy.Spec{
-			Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*"), IPAddresses: fixture.Values("10.0.0.0/33")}})},
+		{name: "an invalid policy allows nothing", def: policy.Allow, policies: []hubapi.IssuancePolicy{fixture.Policy("broken", hubapi.IssuancePolicySpec{
+			Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*"), IPAddresses: fixture.Values("10.0.0.0/33")}})},
 			crt: crt("a", "web"), contains: []string{"broken: the policy is invalid", "10.0.0.0/33"}},
-		{name: "cluster names", def: policy.Deny, policies: []policy.IssuancePolicy{fixture.Policy("east-only", policy.Spec{
-			Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchNames: []string{"east-*"}}}, Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
+		{name: "cluster names", def: policy.Deny, policies: []hubapi.IssuancePolicy{fixture.Policy("east-only", hubapi.IssuancePolicySpec{
+			Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchNames: []string{"east-*"}}}, Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})},
 			cluster: "west-1", crt: crt("a", "web"), contains: []string{"no IssuancePolicy selects"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,15 +177,15 @@ func TestSubCAsAreConstrainedByTheirPolicy(t *testing.T) {
 	isCA := fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })
 	subCA := crt("pki-a", "ca", fixture.WithNames("Dev CA"), isCA)
 	for _, def := range []policy.Mode{policy.Allow, policy.Deny} {
-		set, _ := policy.Compile([]policy.IssuancePolicy{devOnly()}, def)
+		set, _ := policy.Compile([]hubapi.IssuancePolicy{devOnly()}, def)
 		if d := set.Evaluate(policy.Request{Cluster: "c", ClusterLabels: prod, Certificate: subCA}); d.Allowed {
 			t.Errorf("default %s, no policy selects it: a CA was allowed (%s)", def, d.Message)
 		}
 	}
 	two := 2
-	sub := fixture.Policy("sub-ca", policy.Spec{Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"},
+	sub := fixture.Policy("sub-ca", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"},
 		DNSNames: fixture.Values("*.dev.example.com"), IPAddresses: fixture.Values("10.1.0.0/16"), IsCA: true, MaxPathLen: &two}})
-	set, err := policy.Compile([]policy.IssuancePolicy{sub}, policy.Deny)
+	set, err := policy.Compile([]hubapi.IssuancePolicy{sub}, policy.Deny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,21 +249,21 @@ func TestSubCAPatternsThatCannotBeConstraints(t *testing.T) {
 	isCA := fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })
 	for _, tc := range []struct {
 		name    string
-		allowed policy.Allowed
+		allowed hubapi.PolicyAllowed
 		want    string // "" allowed
 	}{
-		{"exact name alone", policy.Allowed{DNSNames: fixture.Values("dev.example.com")}, `allowed.dnsNames "dev.example.com" cannot be a CA's name constraint`},
-		{"exact name with its wildcard", policy.Allowed{DNSNames: fixture.Values("dev.example.com", "*.dev.example.com")}, ""},
-		{"wildcard inside a label", policy.Allowed{DNSNames: fixture.Values("web-*.example.com")}, `allowed.dnsNames "web-*.example.com"`},
-		{"URI path", policy.Allowed{URIs: fixture.Values("spiffe://dev/*")}, `allowed.uris "spiffe://dev/*"`},
-		{"otherNames", policy.Allowed{OtherNames: fixture.Values("1.2.3.4=*")}, "otherNames"},
-		{"email domain alone", policy.Allowed{EmailAddresses: fixture.Values("*@dev.example.com")}, `allowed.emailAddresses "*@dev.example.com"`},
-		{"email subdomains", policy.Allowed{EmailAddresses: fixture.Values("*@*.dev.example.com")}, ""},
-		{"everything", policy.Allowed{DNSNames: fixture.Values("*"), URIs: fixture.Values("*"), EmailAddresses: fixture.Values("*")}, ""},
+		{"exact name alone", hubapi.PolicyAllowed{DNSNames: fixture.Values("dev.example.com")}, `allowed.dnsNames "dev.example.com" cannot be a CA's name constraint`},
+		{"exact name with its wildcard", hubapi.PolicyAllowed{DNSNames: fixture.Values("dev.example.com", "*.dev.example.com")}, ""},
+		{"wildcard inside a label", hubapi.PolicyAllowed{DNSNames: fixture.Values("web-*.example.com")}, `allowed.dnsNames "web-*.example.com"`},
+		{"URI path", hubapi.PolicyAllowed{URIs: fixture.Values("spiffe://dev/*")}, `allowed.uris "spiffe://dev/*"`},
+		{"otherNames", hubapi.PolicyAllowed{OtherNames: fixture.Values("1.2.3.4=*")}, "otherNames"},
+		{"email domain alone", hubapi.PolicyAllowed{EmailAddresses: fixture.Values("*@dev.example.com")}, `allowed.emailAddresses "*@dev.example.com"`},
+		{"email subdomains", hubapi.PolicyAllowed{EmailAddresses: fixture.Values("*@*.dev.example.com")}, ""},
+		{"everything", hubapi.PolicyAllowed{DNSNames: fixture.Values("*"), URIs: fixture.Values("*"), EmailAddresses: fixture.Values("*")}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.allowed.CommonName, tc.allowed.IsCA = &policy.StringValue{Value: "*"}, true
-			set, _ := policy.Compile([]policy.IssuancePolicy{fixture.Policy("sub", policy.Spec{Allowed: tc.allowed})}, policy.Deny)
+			tc.allowed.CommonName, tc.allowed.IsCA = &hubapi.StringValue{Value: "*"}, true
+			set, _ := policy.Compile([]hubapi.IssuancePolicy{fixture.Policy("sub", hubapi.IssuancePolicySpec{Allowed: tc.allowed})}, policy.Deny)
 			d := set.Evaluate(policy.Request{Cluster: "c", Certificate: crt("pki", "ca", fixture.WithNames("CA"), isCA)})
 			if d.Allowed != (tc.want == "") || !strings.Contains(d.Message, tc.want) {
 				t.Errorf("decision %+v, want allowed %v with %q", d, tc.want == "", tc.want)
@@ -274,9 +275,9 @@ func TestSubCAPatternsThatCannotBeConstraints(t *testing.T) {
 // Every common name and serialNumber of a literalSubject is checked, in
 // either order and in one multi-valued RDN, as is every SAN kind.
 func TestEveryAttributeIsChecked(t *testing.T) {
-	set, _ := policy.Compile([]policy.IssuancePolicy{fixture.Policy("dev", policy.Spec{Allowed: policy.Allowed{
-		CommonName: &policy.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com"),
-		Subject: &policy.SubjectAllowed{SerialNumber: &policy.StringValue{Value: "1"}},
+	set, _ := policy.Compile([]hubapi.IssuancePolicy{fixture.Policy("dev", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+		CommonName: &hubapi.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com"),
+		Subject: &hubapi.SubjectAllowed{SerialNumber: &hubapi.StringValue{Value: "1"}},
 	}})}, policy.Deny)
 	for _, tc := range []struct{ literal, want string }{
 		{"CN=a.dev.example.com", ""},
@@ -322,9 +323,9 @@ func selfSignedCA(t *testing.T) (*x509.Certificate, crypto.Signer) {
 }
 
 func TestCompileReportsInvalidPolicies(t *testing.T) {
-	_, err := policy.Compile([]policy.IssuancePolicy{
-		fixture.Policy("bad-selector", policy.Spec{Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}),
-		fixture.Policy("bad-bounds", policy.Spec{Constraints: policy.Constraints{MinDuration: &metav1.Duration{Duration: time.Hour}, MaxDuration: &metav1.Duration{Duration: time.Minute}}}),
+	_, err := policy.Compile([]hubapi.IssuancePolicy{
+		fixture.Policy("bad-selector", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}),
+		fixture.Policy("bad-bounds", hubapi.IssuancePolicySpec{Constraints: hubapi.PolicyConstraints{MinDuration: &metav1.Duration{Duration: time.Hour}, MaxDuration: &metav1.Duration{Duration: time.Minute}}}),
 		ownNames(),
 	}, policy.Deny)
 	for _, want := range []string{`"bad-selector"`, `"bad-bounds"`} {
@@ -340,15 +341,15 @@ func TestCompileReportsInvalidPolicies(t *testing.T) {
 // BenchmarkEvaluate100 is one Certificate against 100 policies that all
 // select it, the last one allowing it (the worst case: every policy checked).
 func BenchmarkEvaluate100(b *testing.B) {
-	var ps []policy.IssuancePolicy
+	var ps []hubapi.IssuancePolicy
 	for i := range 99 {
-		ps = append(ps, fixture.Policy(fmt.Sprintf("p%03d", i), policy.Spec{Allowed: policy.Allowed{
-			CommonName: &policy.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
+		ps = append(ps, fixture.Policy(fmt.Sprintf("p%03d", i), hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+			CommonName: &hubapi.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
 			DNSNames:   fixture.Values(fmt.Sprintf("*.team%d.{{cluster}}.example.com", i), "*.{{namespace}}.svc"),
 		}}))
 	}
-	ps = append(ps, fixture.Policy("p999", policy.Spec{Allowed: policy.Allowed{
-		CommonName: &policy.StringValue{Value: "*.{{cluster}}.example.com"}, DNSNames: fixture.Values("*.{{cluster}}.example.com"),
+	ps = append(ps, fixture.Policy("p999", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+		CommonName: &hubapi.StringValue{Value: "*.{{cluster}}.example.com"}, DNSNames: fixture.Values("*.{{cluster}}.example.com"),
 	}}))
 	set, err := policy.Compile(ps, policy.Deny)
 	if err != nil {
@@ -366,7 +367,7 @@ func BenchmarkEvaluate100(b *testing.B) {
 // A cluster whose name cannot be put into a DNS name (a registration named
 // after its server URL) matches no {{cluster}} pattern.
 func TestUnsafeClusterNamesMatchNoClusterPattern(t *testing.T) {
-	set, _ := policy.Compile([]policy.IssuancePolicy{ownNames()}, policy.Deny)
+	set, _ := policy.Compile([]hubapi.IssuancePolicy{ownNames()}, policy.Deny)
 	for cluster, allowed := range map[string]bool{"east": true, "x.east": false, "*": false, "East": false, "https://east.example.com": false} {
 		name := "www." + cluster + ".example.com"
 		d := set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt("a", "web", fixture.WithNames("", name))})

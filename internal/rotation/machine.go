@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // timings are the rotation's waits (Options).
@@ -111,7 +113,7 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 		}
 		s.Reason = fmt.Sprintf("rolling back: %d certificate(s) still on the new CA", t.onNext)
 		if len(t.unreachable) > 0 {
-			s.Reason += "; waiting to see " + names(t.unreachable) + " (annotate " + ForceAnnotation + " to end anyway)"
+			s.Reason += "; waiting to see " + names(t.unreachable) + " (annotate " + hubapi.RotationForceAnnotation + " to end anyway)"
 		}
 		return notes, false
 	}
@@ -131,7 +133,7 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 			progressf("New CA published in every reachable cluster's trust bundle; soaking for %s%s", tm.Soak, deferred(t.unreachable))
 		} else if now.Sub(s.Since) >= tm.Deadline {
 			s.Phase, s.From, s.Since = Halted, Publishing, now
-			s.Reason = fmt.Sprintf("publishing: the new CA is not in the trust bundles of %s after %s; annotate %s to resume", names(t.unpublished), tm.Deadline, ResumeAnnotation)
+			s.Reason = fmt.Sprintf("publishing: the new CA is not in the trust bundles of %s after %s; annotate %s to resume", names(t.unpublished), tm.Deadline, hubapi.RotationResumeAnnotation)
 			notes = append(notes, note{corev1.EventTypeWarning, ReasonHalted, "CA rotation halted at " + s.Reason})
 		}
 	case Soaking:
@@ -151,7 +153,7 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 			}
 		} else if now.Sub(s.Since) >= tm.Deadline {
 			s.Phase, s.From, s.Since = Halted, Rolling, now
-			s.Reason = fmt.Sprintf("wave %d/%d: Certificates not re-issued and Ready within %s: %s; annotate %s to resume", s.Wave+1, s.Waves, tm.Deadline, summarize(t.missing), ResumeAnnotation)
+			s.Reason = fmt.Sprintf("wave %d/%d: Certificates not re-issued and Ready within %s: %s; annotate %s to resume", s.Wave+1, s.Waves, tm.Deadline, summarize(t.missing), hubapi.RotationResumeAnnotation)
 			notes = append(notes, note{corev1.EventTypeWarning, ReasonHalted, "CA rotation halted at " + s.Reason})
 		}
 	case Halted:
@@ -174,12 +176,12 @@ func advance(s *State, in stepInput, tm timings, now time.Time) (notes []note, r
 		}
 		waiting := slices.Concat(t.unreachable, t.late)
 		if len(waiting) > 0 && in.force == s.Force {
-			s.Reason = fmt.Sprintf("retiring the old CA waits for %s; annotate %s to retire it anyway", names(waiting), ForceAnnotation)
+			s.Reason = fmt.Sprintf("retiring the old CA waits for %s; annotate %s to retire it anyway", names(waiting), hubapi.RotationForceAnnotation)
 			break
 		}
 		s.Force = in.force
 		s.Phase, s.Since = Complete, now
-		progressf("CA rotation complete: the old CA left the trust bundles%s. Point spec.ca.secretName at %s, then remove %s", stuck(), s.Next, NextCAAnnotation)
+		progressf("CA rotation complete: the old CA left the trust bundles%s. Point spec.ca.secretName at %s, then remove %s", stuck(), s.Next, hubapi.NextCAAnnotation)
 	}
 	if s.Reason == "" && len(t.stuckNames) > 0 { // listed for `certhub status` too
 		s.Reason = fmt.Sprintf("cannot move for reasons of their own: %s", strings.Join(t.stuckNames[:min(len(t.stuckNames), maxStuckNames)], ", "))

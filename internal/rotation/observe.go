@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/trust"
@@ -108,7 +109,7 @@ func (r *Rotator) liveBundles(ctx context.Context, cl cluster.Cluster) ([]corev1
 	ctx, cancel := context.WithTimeout(ctx, liveProbeTimeout)
 	defer cancel()
 	list := &corev1.ConfigMapList{}
-	if err := cl.GetAPIReader().List(ctx, list, client.MatchingLabels{trust.ManagedLabel: "true"}); err != nil {
+	if err := cl.GetAPIReader().List(ctx, list, client.MatchingLabels{hubapi.TrustBundleLabel: "true"}); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Progress reports: each replica is connected only to the clusters it owns
@@ -27,8 +29,6 @@ import (
 // rolled so far, as missing ("unreachable"): a rotation never advances on
 // what nobody saw.
 const (
-	// ReportLabel marks the progress report ConfigMaps (value "true").
-	ReportLabel = "certhub.io/rotation-report"
 	// ReportPrefix names a replica's report: ReportPrefix + identity.
 	ReportPrefix = "certhub-rotation-report-"
 )
@@ -120,7 +120,7 @@ func (r *Rotator) writeReport(ctx context.Context, change func(map[string]string
 	err := r.opts.Hub.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: r.reportName()}, cm)
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.reportName(),
-			Labels: map[string]string{ReportLabel: "true"}}, Data: map[string]string{}}
+			Labels: map[string]string{hubapi.RotationReportLabel: "true"}}, Data: map[string]string{}}
 		change(cm.Data)
 		return r.opts.Hub.Create(ctx, cm)
 	}
@@ -140,7 +140,7 @@ func (r *Rotator) merge(ctx context.Context, issuer string, view map[multicluste
 	out := make(map[multicluster.ClusterName]progress, len(view))
 	maps.Copy(out, view)
 	list := &corev1.ConfigMapList{}
-	if err := r.opts.Hub.List(ctx, list, client.InNamespace(r.opts.Namespace), client.MatchingLabels{ReportLabel: "true"}); err != nil {
+	if err := r.opts.Hub.List(ctx, list, client.InNamespace(r.opts.Namespace), client.MatchingLabels{hubapi.RotationReportLabel: "true"}); err != nil {
 		r.log.Error(err, "failed to read CA rotation progress reports", "issuer", issuer)
 		return out
 	}

@@ -23,13 +23,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
-	"github.com/certhub/certhub/internal/trust"
 )
 
 // StateLabel marks the state ConfigMaps (value "true"); trust watches them.
-const StateLabel = trust.RotationStateLabel
+const StateLabel = hubapi.RotationStateLabel
 
 // Options configure the rotations.
 type Options struct {
@@ -217,7 +217,7 @@ func (r *Rotator) waves() (map[multicluster.ClusterName]int, int) {
 	keys := map[int]bool{}
 	unlabelled := false
 	for _, l := range clusters {
-		if n, err := strconv.Atoi(l[WaveLabel]); err == nil {
+		if n, err := strconv.Atoi(l[hubapi.WaveLabel]); err == nil {
 			keys[n] = true
 		} else {
 			unlabelled = true
@@ -230,7 +230,7 @@ func (r *Rotator) waves() (map[multicluster.ClusterName]int, int) {
 	}
 	out := map[multicluster.ClusterName]int{}
 	for name, l := range clusters {
-		if n, err := strconv.Atoi(l[WaveLabel]); err == nil {
+		if n, err := strconv.Atoi(l[hubapi.WaveLabel]); err == nil {
 			out[name] = index[n]
 		} else {
 			out[name] = len(order)
@@ -262,11 +262,11 @@ func (r *Rotator) step(ctx context.Context) {
 	for i := range issuers.Items {
 		iss := &issuers.Items[i]
 		byName[iss.Name] = iss
-		if iss.Spec.CA == nil || iss.Annotations[NextCAAnnotation] == "" {
+		if iss.Spec.CA == nil || iss.Annotations[hubapi.NextCAAnnotation] == "" {
 			continue
 		}
 		active[iss.Name] = true
-		if err := r.stepIssuer(ctx, iss, iss.Annotations[NextCAAnnotation]); err != nil {
+		if err := r.stepIssuer(ctx, iss, iss.Annotations[hubapi.NextCAAnnotation]); err != nil {
 			r.log.Error(err, "CA rotation step failed", "issuer", iss.Name)
 		}
 	}
@@ -346,9 +346,9 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 	if exists {
 		s = StateFrom(cm)
 	}
-	withdrawn := iss.Annotations[NextCAAnnotation] == ""
+	withdrawn := iss.Annotations[hubapi.NextCAAnnotation] == ""
 	if !withdrawn && (s == nil || s.Next != next || s.Issuer != iss.Name || s.Phase == Aborting) {
-		s = &State{Issuer: iss.Name, Next: next, Phase: Publishing, Since: now, Resume: iss.Annotations[ResumeAnnotation], Force: iss.Annotations[ForceAnnotation]}
+		s = &State{Issuer: iss.Name, Next: next, Phase: Publishing, Since: now, Resume: iss.Annotations[hubapi.RotationResumeAnnotation], Force: iss.Annotations[hubapi.RotationForceAnnotation]}
 		r.event(iss, corev1.EventTypeNormal, ReasonProgress, s.action(), "CA rotation to Secret %s started: publishing the new CA in every trust bundle", next)
 	}
 	if s == nil {
@@ -379,7 +379,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 	r.mu.Lock()
 	r.published[iss.Name] = published
 	r.mu.Unlock()
-	in := stepInput{view: view, waveOf: waveOf, waves: waves, resume: iss.Annotations[ResumeAnnotation], force: iss.Annotations[ForceAnnotation],
+	in := stepInput{view: view, waveOf: waveOf, waves: waves, resume: iss.Annotations[hubapi.RotationResumeAnnotation], force: iss.Annotations[hubapi.RotationForceAnnotation],
 		withdrawn: withdrawn, finished: withdrawn && iss.Spec.CA.SecretName == s.Next}
 	notes, remove := advance(s, in, timings{Soak: r.opts.Soak, Pause: r.opts.Pause, Deadline: r.opts.Deadline, Grace: r.opts.Grace}, now)
 	for _, n := range notes {

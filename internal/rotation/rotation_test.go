@@ -7,14 +7,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Waves follow the numeric label, then the unlabelled clusters.
 func TestWaves(t *testing.T) {
 	r := &Rotator{opts: Options{Clusters: func() map[multicluster.ClusterName]map[string]string {
 		return map[multicluster.ClusterName]map[string]string{
-			"prod-a": {WaveLabel: "10"}, "prod-b": {WaveLabel: "10"}, "staging": {WaveLabel: "2"},
-			"sandbox": {WaveLabel: "0"}, "legacy": nil, "typo": {WaveLabel: "two"},
+			"prod-a": {hubapi.WaveLabel: "10"}, "prod-b": {hubapi.WaveLabel: "10"}, "staging": {hubapi.WaveLabel: "2"},
+			"sandbox": {hubapi.WaveLabel: "0"}, "legacy": nil, "typo": {hubapi.WaveLabel: "two"},
 		}
 	}}}
 	got, n := r.waves()

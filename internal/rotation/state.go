@@ -9,17 +9,6 @@ import (
 
 // Annotations and labels users set.
 const (
-	// NextCAAnnotation on a CA ClusterIssuer names the Secret (hub
-	// namespace) holding the next CA key pair; setting it starts a rotation.
-	NextCAAnnotation = "certhub.io/next-ca-secret"
-	// ResumeAnnotation on the ClusterIssuer: a new value resumes a halted rotation.
-	ResumeAnnotation = "certhub.io/rotation-resume"
-	// ForceAnnotation on the ClusterIssuer: a new value retires the old CA
-	// although clusters that were unreachable have not moved yet, or ends
-	// an abort although certificates on the new CA could not all be seen.
-	ForceAnnotation = "certhub.io/rotation-force"
-	// WaveLabel on a cluster Secret orders the clusters into waves (numeric).
-	WaveLabel = "certhub.io/wave"
 	// StatePrefix names the state ConfigMap: StatePrefix + issuer.
 	StatePrefix = "certhub-rotation-"
 	// ReasonHalted and ReasonProgress are the Event reasons on the ClusterIssuer.

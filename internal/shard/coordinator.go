@@ -21,6 +21,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/fence"
 )
 
@@ -185,7 +186,7 @@ func (c *Coordinator) OnWantedChanged(fn func(multicluster.ClusterName)) {
 func (c *Coordinator) Start(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
 		informers.WithNamespace(c.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LeaseKindLabel }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = hubapi.LeaseKindLabel }))
 	inf := factory.Coordination().V1().Leases().Informer()
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.observe(o) },

@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 const testNS = "certhub"
@@ -106,7 +108,7 @@ func (h *harness) addCluster(name string) context.CancelFunc {
 // peer makes another replica live, as if its peer Lease had just been seen.
 func (h *harness) peer(id string) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultPeerPrefix, id), Namespace: testNS,
-		Labels: map[string]string{LeaseKindLabel: leaseKindPeer}},
+		Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindPeer}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(15)),
 			RenewTime: ptr.To(metav1.NewMicroTime(h.clk.Now()))}}
 	h.c.obs.record(l, h.clk.Now())
@@ -154,7 +156,7 @@ func TestCoordinatorAcquiresAndRenews(t *testing.T) {
 	h.addCluster("east")
 	h.c.step(h.ctx)
 	f := h.fence("east")
-	if f == nil || *f.Spec.HolderIdentity != "r0" || *f.Spec.LeaseTransitions != 0 || f.Annotations[FenceKeyAnnotation] != "east" {
+	if f == nil || *f.Spec.HolderIdentity != "r0" || *f.Spec.LeaseTransitions != 0 || f.Annotations[hubapi.FenceKeyAnnotation] != "east" {
 		t.Fatalf("fence after the first step: %+v", f)
 	}
 	if stamp, ok := h.owns("east"); !ok || stamp != "r0/0" {
@@ -220,7 +222,7 @@ func TestCoordinatorTakesOverAfterExpiry(t *testing.T) {
 	h := newHarness(t, "r0", func(o *Options) { o.MaxClockSkew = -1 }) // judge by observation only
 	h.addCluster("east")
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultFencePrefix, "east"), Namespace: testNS,
-		Labels: map[string]string{LeaseKindLabel: leaseKindFence}},
+		Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindFence}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("dead"), LeaseDurationSeconds: ptr.To(int32(15)),
 			LeaseTransitions: ptr.To(int32(4)), RenewTime: ptr.To(metav1.NewMicroTime(epoch.Add(-time.Hour)))}}
 	created, err := h.cs.CoordinationV1().Leases(testNS).Create(h.ctx, other, metav1.CreateOptions{})
@@ -255,7 +257,7 @@ func TestCoordinatorSkewShortcut(t *testing.T) {
 	h := newHarness(t, "r0", nil)
 	h.addCluster("east")
 	stale := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultFencePrefix, "east"), Namespace: testNS,
-		Labels: map[string]string{LeaseKindLabel: leaseKindFence}},
+		Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindFence}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("dead"), LeaseDurationSeconds: ptr.To(int32(15)),
 			RenewTime: ptr.To(metav1.NewMicroTime(epoch.Add(-16*time.Second - time.Millisecond)))}}
 	created, err := h.cs.CoordinationV1().Leases(testNS).Create(h.ctx, stale, metav1.CreateOptions{})
@@ -445,7 +447,7 @@ func TestCoordinatorBuckets(t *testing.T) {
 	}
 	fences := 0
 	for _, l := range list.Items {
-		if l.Labels[LeaseKindLabel] == leaseKindFence {
+		if l.Labels[hubapi.LeaseKindLabel] == leaseKindFence {
 			fences++
 		}
 	}

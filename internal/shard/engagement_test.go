@@ -14,6 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // A registered cluster nobody could connect yet is assigned and its fence
@@ -195,7 +197,7 @@ func TestNewStandbysWaitForTheTakeover(t *testing.T) {
 	h.peer("r2")
 	for _, name := range r1s {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultFencePrefix, string(name)), Namespace: testNS,
-			Labels: map[string]string{LeaseKindLabel: leaseKindFence}},
+			Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindFence}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("r1"), LeaseDurationSeconds: ptr.To(int32(15)),
 				RenewTime: ptr.To(metav1.NewMicroTime(h.clk.Now()))}}
 		created, err := h.cs.CoordinationV1().Leases(testNS).Create(h.ctx, l, metav1.CreateOptions{})

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 type fenceState struct {
@@ -171,11 +173,11 @@ func (c *Coordinator) acquire(ctx context.Context, f *fenceState) {
 func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name: f.name, Namespace: c.opts.Namespace,
-		Labels:      map[string]string{LeaseKindLabel: leaseKindFence},
-		Annotations: map[string]string{FenceKeyAnnotation: f.key},
+		Labels:      map[string]string{hubapi.LeaseKindLabel: leaseKindFence},
+		Annotations: map[string]string{hubapi.FenceKeyAnnotation: f.key},
 	}}
 	if c.opts.Buckets > 0 {
-		l.Annotations[BucketsAnnotation] = strconv.Itoa(c.opts.Buckets)
+		l.Annotations[hubapi.ShardBucketsAnnotation] = strconv.Itoa(c.opts.Buckets)
 	}
 	var transitions int32
 	if cur != nil {

@@ -12,20 +12,12 @@ import (
 	"github.com/cespare/xxhash/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Labels and annotations on certhub's Leases.
 const (
-	// LeaseKindLabel is "peer" or "fence"; the informer selects on it.
-	LeaseKindLabel = "certhub.io/lease"
-	// WeightAnnotation on a peer Lease carries the replica's weight.
-	WeightAnnotation = "certhub.io/weight"
-	// FenceKeyAnnotation on a fence Lease names the cluster (or bucket) it guards.
-	FenceKeyAnnotation = "certhub.io/fence-key"
-	// BucketsAnnotation on a bucket fence Lease is the bucket count
-	// (--shard-buckets), so readers can map a cluster to its bucket.
-	BucketsAnnotation = "certhub.io/shard-buckets"
-
 	leaseKindPeer  = "peer"
 	leaseKindFence = "fence"
 	maxNameLen     = 253
@@ -182,10 +174,10 @@ func (ob *observer) peers(now time.Time) []Peer {
 	defer ob.mu.Unlock()
 	var out []Peer
 	for _, o := range ob.leases {
-		if o.lease.Labels[LeaseKindLabel] != leaseKindPeer || !o.live(now, ob.maxSkew) {
+		if o.lease.Labels[hubapi.LeaseKindLabel] != leaseKindPeer || !o.live(now, ob.maxSkew) {
 			continue
 		}
-		w, err := strconv.ParseFloat(o.lease.Annotations[WeightAnnotation], 64)
+		w, err := strconv.ParseFloat(o.lease.Annotations[hubapi.ReplicaWeightAnnotation], 64)
 		if err != nil || w <= 0 {
 			w = 1
 		}

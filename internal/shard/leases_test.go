@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 func TestLeaseNamesAreValidAndDistinct(t *testing.T) {
@@ -64,7 +66,7 @@ func TestFenceKeyBuckets(t *testing.T) {
 func lease(name, holder string, renew time.Time, transitions int32) *coordinationv1.Lease {
 	mt := metav1.NewMicroTime(renew)
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LeaseKindLabel: leaseKindPeer}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindPeer}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](10),
 			RenewTime: &mt, LeaseTransitions: ptr.To(transitions)},
 	}

@@ -7,6 +7,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Owners says which replica holds the fence of each cluster, as the fence
@@ -23,15 +25,15 @@ type Owners struct {
 func ReadOwners(ctx context.Context, hub client.Reader, namespace string) (Owners, error) {
 	o := Owners{byKey: map[string]string{}, buckets: map[int]bool{}}
 	leases := &coordinationv1.LeaseList{}
-	if err := hub.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{LeaseKindLabel: leaseKindFence}); err != nil {
+	if err := hub.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{hubapi.LeaseKindLabel: leaseKindFence}); err != nil {
 		return o, fmt.Errorf("failed to list fence Leases in %s: %w", namespace, err)
 	}
 	for _, l := range leases.Items {
-		if n, err := strconv.Atoi(l.Annotations[BucketsAnnotation]); err == nil && n > 0 {
+		if n, err := strconv.Atoi(l.Annotations[hubapi.ShardBucketsAnnotation]); err == nil && n > 0 {
 			o.buckets[n] = true
 		}
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			o.byKey[l.Annotations[FenceKeyAnnotation]] = *l.Spec.HolderIdentity
+			o.byKey[l.Annotations[hubapi.FenceKeyAnnotation]] = *l.Spec.HolderIdentity
 		}
 	}
 	return o, nil

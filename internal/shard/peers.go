@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 func (c *Coordinator) renewPeer(ctx context.Context) error {
@@ -36,8 +38,8 @@ func (c *Coordinator) renewPeer(ctx context.Context) error {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Labels[LeaseKindLabel] = leaseKindPeer
-	l.Annotations[WeightAnnotation] = strconv.FormatFloat(c.opts.Weight, 'g', -1, 64)
+	l.Labels[hubapi.LeaseKindLabel] = leaseKindPeer
+	l.Annotations[hubapi.ReplicaWeightAnnotation] = strconv.FormatFloat(c.opts.Weight, 'g', -1, 64)
 	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
 	l.Spec.RenewTime = &mt

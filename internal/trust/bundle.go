@@ -24,24 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Annotations on a CA ClusterIssuer that say where its CA is trusted.
-const (
-	// OptOutAnnotation set to "false" leaves the issuer out of every bundle.
-	OptOutAnnotation = "certhub.io/trust-bundle"
-	// ClustersAnnotation is a label selector (kubectl syntax, e.g.
-	// "env=prod" or "env in (dev,staging)") over the labels of the
-	// clusters' Argo CD Secrets: the CA is published only to the clusters
-	// it selects. Unset: every cluster. A selector that does not parse
-	// publishes it nowhere (logged), so a typo narrows, never widens.
-	ClustersAnnotation = "certhub.io/trust-clusters"
-	// NamespacesAnnotation is a comma-separated list of namespace name
-	// globs ("team-*,payments"): within a selected cluster, the CA is
-	// published only to those namespaces (among those the bundle's
-	// namespace selector picks). Unset: every such namespace.
-	NamespacesAnnotation = "certhub.io/trust-namespaces"
-)
+const ()
 
 // entry is one issuer's part of the bundles: its CA certificates and where
 // they are trusted.
@@ -163,7 +151,7 @@ func (r *hubReconciler) setup(mgr manager.Manager) error {
 		}))).
 		// CA rotations' state (internal/rotation): which CAs a bundle holds.
 		Watches(&corev1.ConfigMap{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.namespace && o.GetLabels()[RotationStateLabel] == "true"
+			return o.GetNamespace() == r.namespace && o.GetLabels()[hubapi.RotationStateLabel] == "true"
 		}))).
 		Complete(r)
 }
@@ -194,7 +182,7 @@ func collect(ctx context.Context, c client.Reader, namespace string, log logr.Lo
 	var es entries
 	for i := range list.Items {
 		iss := &list.Items[i]
-		if iss.Spec.CA == nil || iss.Annotations[OptOutAnnotation] == "false" || iss.DeletionTimestamp != nil {
+		if iss.Spec.CA == nil || iss.Annotations[hubapi.TrustBundleAnnotation] == "false" || iss.DeletionTimestamp != nil {
 			continue
 		}
 		names := []string{iss.Spec.CA.SecretName}
@@ -219,20 +207,20 @@ func collect(ctx context.Context, c client.Reader, namespace string, log logr.Lo
 // scope reads where iss's CA is trusted from its annotations.
 func scope(iss *cmapi.ClusterIssuer, log logr.Logger) entry {
 	e := entry{issuer: iss.Name, clusters: labels.Everything()}
-	if sel, ok := iss.Annotations[ClustersAnnotation]; ok {
+	if sel, ok := iss.Annotations[hubapi.TrustClustersAnnotation]; ok {
 		parsed, err := labels.Parse(sel)
 		if err != nil {
-			log.Error(err, "CA published to no cluster: its cluster selector does not parse", "issuer", iss.Name, "annotation", ClustersAnnotation)
+			log.Error(err, "CA published to no cluster: its cluster selector does not parse", "issuer", iss.Name, "annotation", hubapi.TrustClustersAnnotation)
 			parsed = labels.Nothing()
 		}
 		e.clusters = parsed
 	}
-	if globs, ok := iss.Annotations[NamespacesAnnotation]; ok {
+	if globs, ok := iss.Annotations[hubapi.TrustNamespacesAnnotation]; ok {
 		e.namespaces = []string{}
 		for _, g := range strings.Split(globs, ",") {
 			if g = strings.TrimSpace(g); g != "" {
 				if _, err := path.Match(g, ""); err != nil {
-					log.Error(err, "namespace pattern ignored: it does not parse", "issuer", iss.Name, "annotation", NamespacesAnnotation, "pattern", g)
+					log.Error(err, "namespace pattern ignored: it does not parse", "issuer", iss.Name, "annotation", hubapi.TrustNamespacesAnnotation, "pattern", g)
 					continue
 				}
 				e.namespaces = append(e.namespaces, g)

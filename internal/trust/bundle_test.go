@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 func certPEM(t *testing.T, cn string, isCA bool) []byte {
@@ -59,7 +61,7 @@ func TestCollect(t *testing.T) {
 		caIssuer("with-root", "with-root", nil),
 		caIssuer("same-root", "same-root", nil),
 		caIssuer("plain", "plain", nil),
-		caIssuer("private", "plain", map[string]string{OptOutAnnotation: "false"}),
+		caIssuer("private", "plain", map[string]string{hubapi.TrustBundleAnnotation: "false"}),
 		caIssuer("no-secret", "missing", nil),
 		caIssuer("leaf-only", "leaf", nil),
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "selfsigned"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
@@ -119,10 +121,10 @@ func TestScopedCAsReachOnlyTheirClusters(t *testing.T) {
 	_ = cmapi.AddToScheme(s)
 	devCA, prodCA, shared, typo := certPEM(t, "dev", true), certPEM(t, "prod", true), certPEM(t, "shared", true), certPEM(t, "typo", true)
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
-		caIssuer("dev", "dev", map[string]string{ClustersAnnotation: "env=dev"}),
-		caIssuer("prod", "prod", map[string]string{ClustersAnnotation: "env in (prod)", NamespacesAnnotation: "pay-*, shop"}),
+		caIssuer("dev", "dev", map[string]string{hubapi.TrustClustersAnnotation: "env=dev"}),
+		caIssuer("prod", "prod", map[string]string{hubapi.TrustClustersAnnotation: "env in (prod)", hubapi.TrustNamespacesAnnotation: "pay-*, shop"}),
 		caIssuer("shared", "shared", nil),
-		caIssuer("typo", "typo", map[string]string{ClustersAnnotation: "env=="}),
+		caIssuer("typo", "typo", map[string]string{hubapi.TrustClustersAnnotation: "env=="}),
 		secret("dev", map[string][]byte{"tls.crt": devCA}), secret("prod", map[string][]byte{"tls.crt": prodCA}),
 		secret("shared", map[string][]byte{"tls.crt": shared}), secret("typo", map[string][]byte{"tls.crt": typo}),
 	).Build()

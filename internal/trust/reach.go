@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // Reaches reports whether the bundle ConfigMap in namespace of a cluster
@@ -15,7 +17,7 @@ import (
 // and its trust scope (ClustersAnnotation, NamespacesAnnotation) takes it
 // there. What CA rotation waits for.
 func Reaches(iss *cmapi.ClusterIssuer, clusterLabels map[string]string, namespace string) bool {
-	if iss.Spec.CA == nil || iss.Annotations[OptOutAnnotation] == "false" {
+	if iss.Spec.CA == nil || iss.Annotations[hubapi.TrustBundleAnnotation] == "false" {
 		return false
 	}
 	e := scope(iss, logr.Discard())

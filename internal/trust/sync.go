@@ -27,19 +27,15 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/fence"
 )
 
 const (
-	// ManagedLabel marks the ConfigMaps certhub writes (value "true"); only
-	// those are ever changed or deleted.
-	ManagedLabel = "certhub.io/trust-bundle"
 	// DefaultConfigMapName names the target ConfigMap, trust-manager style.
 	DefaultConfigMapName = "certhub-ca-bundle"
 	// DefaultKey is the target's key holding the PEM bundle.
 	DefaultKey = "ca.crt"
-	// RotationStateLabel marks internal/rotation's state ConfigMaps in the hub.
-	RotationStateLabel = "certhub.io/rotation"
 	// ReasonNotManaged is the Event reason when a ConfigMap of the bundle's
 	// name exists and is not certhub's.
 	ReasonNotManaged = "TrustBundleConflict"
@@ -97,7 +93,7 @@ func CacheOptions() cluster.Option {
 		if o.Cache.ByObject == nil {
 			o.Cache.ByObject = map[client.Object]cache.ByObject{}
 		}
-		o.Cache.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})}
+		o.Cache.ByObject[&corev1.ConfigMap{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{hubapi.TrustBundleLabel: "true"})}
 	}
 }
 
@@ -235,7 +231,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return reconcile.Result{}, fmt.Errorf("failed to list namespaces: %w", err)
 	}
 	have := &corev1.ConfigMapList{}
-	if err := c.List(ctx, have, client.MatchingLabels{ManagedLabel: "true"}); err != nil {
+	if err := c.List(ctx, have, client.MatchingLabels{hubapi.TrustBundleLabel: "true"}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to list trust bundle ConfigMaps: %w", err)
 	}
 	current := map[string]*corev1.ConfigMap{}
@@ -258,12 +254,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		wanted := len(pemBytes) > 0 && ns.Status.Phase != corev1.NamespaceTerminating && r.opts.NamespaceSelector.Matches(labels.Set(ns.Labels))
 		switch {
 		case wanted && cm == nil:
-			n := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: r.opts.ConfigMapName, Labels: map[string]string{ManagedLabel: "true"}}, Data: want}
+			n := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: r.opts.ConfigMapName, Labels: map[string]string{hubapi.TrustBundleLabel: "true"}}, Data: want}
 			err := c.Create(wctx, n)
 			if apierrors.IsAlreadyExists(err) {
 				log.Info("a ConfigMap of the trust bundle's name exists and is not certhub's; left alone", "namespace", ns.Name, "configMap", r.opts.ConfigMapName)
 				cl.GetEventRecorder("certhub").Eventf(ns, nil, corev1.EventTypeWarning, ReasonNotManaged, "TrustBundle",
-					"ConfigMap %s/%s exists without label %s=true; certhub does not overwrite it", ns.Name, r.opts.ConfigMapName, ManagedLabel)
+					"ConfigMap %s/%s exists without label %s=true; certhub does not overwrite it", ns.Name, r.opts.ConfigMapName, hubapi.TrustBundleLabel)
 				continue
 			}
 			errs = append(errs, err)
@@ -298,7 +294,7 @@ func updateLive(ctx context.Context, live client.Reader, c client.Client, key cl
 	if err := live.Get(ctx, key, cm); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if cm.Labels[ManagedLabel] != "true" {
+	if cm.Labels[hubapi.TrustBundleLabel] != "true" {
 		return nil
 	}
 	cm.Data, cm.BinaryData = data, nil

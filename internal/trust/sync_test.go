@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -25,7 +26,7 @@ func namespace(name string, l map[string]string) *corev1.Namespace {
 }
 
 func managed(ns, data string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultConfigMapName, Labels: map[string]string{ManagedLabel: "true"}},
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultConfigMapName, Labels: map[string]string{hubapi.TrustBundleLabel: "true"}},
 		Data: map[string]string{DefaultKey: data}}
 }
 
@@ -68,7 +69,7 @@ func TestReconcileMakesTheClusterExact(t *testing.T) {
 	if _, err := get("team-b"); !apierrors.IsNotFound(err) {
 		t.Errorf("team-b (not selected) kept certhub's copy: %v", err)
 	}
-	if cm, _ := get("theirs"); cm.Data[DefaultKey] != "theirs" || cm.Labels[ManagedLabel] != "" {
+	if cm, _ := get("theirs"); cm.Data[DefaultKey] != "theirs" || cm.Labels[hubapi.TrustBundleLabel] != "" {
 		t.Errorf("the foreign ConfigMap was changed: %+v", cm)
 	}
 	select {

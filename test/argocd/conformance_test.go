@@ -38,7 +38,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// connection mirrors certhub's app.Connection JSON; certhub's output is
+// connection mirrors certhub's inventory.Connection JSON (internal/inventory
+// checks the mirror's fields against its own); certhub's output is
 // decoded with unknown fields refused, so a field certhub adds fails here
 // until the mirror (and the comparison) has it.
 type connection struct {

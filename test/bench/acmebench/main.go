@@ -38,12 +38,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // Result is one row of the table.
@@ -177,7 +177,7 @@ func start(ctx context.Context, dir string, clusters, replicas int) (*bench, fun
 	}
 	solver := fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig")
 	shared := fixture.ACMEClusterIssuer("pebble-shared", ca.DirectoryURL, ca.ServerCAs, "pebble-account", solver)
-	shared.Annotations = map[string]string{acme.ShareAnnotation: "true"}
+	shared.Annotations = map[string]string{hubapi.ShareIdenticalRequestsAnnotation: "true"}
 	for _, ci := range []*cmapi.ClusterIssuer{fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account", solver), shared} {
 		if err := hub.Create(ctx, ci); err != nil {
 			return nil, stop, err

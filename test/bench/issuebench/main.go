@@ -28,11 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/policy"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // Result is one row of the table.
@@ -226,12 +226,12 @@ func f(v float64, unit string) string {
 func policySideBySide(ctx context.Context, bed *testbed.Bed, w *benchutil.ReadyWatcher, ns string, n int) ([]Result, error) {
 	var objs []*unstructured.Unstructured
 	for i := range 100 {
-		allowed := policy.Allowed{CommonName: &policy.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
+		allowed := hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: fmt.Sprintf("*.team%d.{{cluster}}.example.com", i)},
 			DNSNames: fixture.Values(fmt.Sprintf("*.team%d.{{cluster}}.example.com", i))}
 		if i == 99 {
-			allowed = policy.Allowed{CommonName: &policy.StringValue{Value: "*.example.com"}, DNSNames: fixture.Values("*.example.com")}
+			allowed = hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*.example.com"}, DNSNames: fixture.Values("*.example.com")}
 		}
-		objs = append(objs, fixture.PolicyObject(fixture.Policy(fmt.Sprintf("bench-%03d", i), policy.Spec{Allowed: allowed})))
+		objs = append(objs, fixture.PolicyObject(fixture.Policy(fmt.Sprintf("bench-%03d", i), hubapi.IssuancePolicySpec{Allowed: allowed})))
 	}
 	set := func(on bool) error {
 		for _, o := range objs {

@@ -47,11 +47,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/certhub/certhub/internal/rotation"
-	"github.com/certhub/certhub/internal/testbed"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuer = "bench-ca"
@@ -532,7 +532,7 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 		return bed.Hub.Client.Patch(ctx, ci, patch)
 	}
 	if err := setIssuer(func(ci *cmapi.ClusterIssuer) {
-		metav1.SetMetaDataAnnotation(&ci.ObjectMeta, rotation.NextCAAnnotation, next)
+		metav1.SetMetaDataAnnotation(&ci.ObjectMeta, hubapi.NextCAAnnotation, next)
 	}); err != nil {
 		return r, err
 	}
@@ -579,7 +579,7 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 	benchutil.Logf("P9: %d re-issued in %.1fs after the first: %.1f certs/s", certs, wall.Seconds(), r.PerSec)
 	return r, setIssuer(func(ci *cmapi.ClusterIssuer) {
 		ci.Spec.CA.SecretName = next
-		delete(ci.Annotations, rotation.NextCAAnnotation)
+		delete(ci.Annotations, hubapi.NextCAAnnotation)
 	})
 }
 

@@ -19,9 +19,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // Two hub replicas keep the accounts of ACME ClusterIssuers against real

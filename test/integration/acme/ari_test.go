@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -82,7 +82,7 @@ func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
 	if got := ca.Count(); got.Orders != 2 || got.Replacements != 1 {
 		t.Errorf("Pebble counted %d orders and %d replacements, want 2 orders, the second replacing the first certificate", got.Orders, got.Replacements)
 	}
-	orders := &acme.OrderList{}
+	orders := &hubapi.ACMEOrderList{}
 	if err := hub.List(ctx, orders, client.InNamespace(bed.HubNamespace())); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
 	for _, ord := range orders.Items {
 		if ord.Spec.Replaces != "" {
 			replacing++
-			if ord.Status.State != acme.StateValid || ord.Status.ReplacesRefused {
+			if ord.Status.State != hubapi.ACMEOrderValid || ord.Status.ReplacesRefused {
 				t.Errorf("ACMEOrder %s replaces %s: %s (replaces refused: %t)", ord.Name, ord.Spec.Replaces, ord.Status.State, ord.Status.ReplacesRefused)
 			}
 		}

@@ -1,5 +1,5 @@
 // Package acme holds the ACME integration tier: real Pebble and real BIND
-// (internal/testbed/acmebed) on loopback.
+// (test/fixture/testbed/acmebed) on loopback.
 package acme
 
 import (
@@ -17,7 +17,7 @@ import (
 	"github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/miekg/dns"
 
-	"github.com/certhub/certhub/internal/testbed/acmebed"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // The bed itself: an account, an order for a name in BIND's zone, its

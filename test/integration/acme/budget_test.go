@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
 )
@@ -39,7 +40,7 @@ func TestACMEBudgetIsSharedByReplicas(t *testing.T) {
 	hub, ns := bed.Hub.Client, bed.HubNamespace()
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", proxy.DirectoryURL, proxy.ServerCA, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
-			ci.Annotations = map[string]string{acme.LimitsAnnotation: fmt.Sprintf("orders=%d/%s", capacity, capacity*refill)}
+			ci.Annotations = map[string]string{hubapi.ACMELimitsAnnotation: fmt.Sprintf("orders=%d/%s", capacity, capacity*refill)}
 		})); err != nil {
 		t.Fatal(err)
 	}

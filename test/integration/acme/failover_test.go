@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
 )
@@ -48,17 +49,17 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the order's TXT record is served and the order waits out the settle delay.
-	var before acme.Order
+	var before hubapi.ACMEOrder
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		orders := &acme.OrderList{}
+		orders := &hubapi.ACMEOrderList{}
 		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
 			return false, nil
 		}
 		before = orders.Items[0]
-		return before.Status.State == acme.StatePropagating, nil
+		return before.Status.State == hubapi.ACMEOrderPropagating, nil
 	})
 	if err != nil {
-		t.Fatalf("no order reached %s: %v (last %+v)", acme.StatePropagating, err, before.Status)
+		t.Fatalf("no order reached %s: %v (last %+v)", hubapi.ACMEOrderPropagating, err, before.Status)
 	}
 	holder := replicas[before.Status.Holder]
 	if holder == nil {
@@ -76,11 +77,11 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 
 	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
 	t.Logf("Ready %s after the kill (fence lease %s, order hold %s, settle delay 20s)", time.Since(killed).Round(100*time.Millisecond), fleet.FastTimings.LeaseDuration, hold)
-	after := &acme.Order{}
+	after := &hubapi.ACMEOrder{}
 	if err := hub.Get(ctx, client.ObjectKeyFromObject(&before), after); err != nil {
 		t.Fatalf("the order the dead replica held: %v", err)
 	}
-	if after.UID != before.UID || after.Status.URL != before.Status.URL || after.Status.State != acme.StateValid {
+	if after.UID != before.UID || after.Status.URL != before.Status.URL || after.Status.State != hubapi.ACMEOrderValid {
 		t.Errorf("order after the kill: uid %s url %s state %s; want the same order (%s, %s) Valid", after.UID, after.Status.URL, after.Status.State, before.UID, before.Status.URL)
 	}
 	if after.Status.Holder == holder.ID {
@@ -120,11 +121,11 @@ func orderWaiting(ctx context.Context, t *testing.T, settle string) (*issuanceBe
 }
 
 // waitOrder waits until the one ACMEOrder in the hub namespace is in state.
-func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state string) acme.Order {
+func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state string) hubapi.ACMEOrder {
 	t.Helper()
-	var ord acme.Order
+	var ord hubapi.ACMEOrder
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		orders := &acme.OrderList{}
+		orders := &hubapi.ACMEOrderList{}
 		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
 			return false, nil
 		}
@@ -147,7 +148,7 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 	defer cancel()
 	bed, down, crt := orderWaiting(ctx, t, "5s")
 	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
-	waitOrder(ctx, t, hub, ns, acme.StatePropagating)
+	waitOrder(ctx, t, hub, ns, hubapi.ACMEOrderPropagating)
 	setTSIG := func(secret string) {
 		s := &corev1.Secret{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tsig"}, s); err != nil {
@@ -186,7 +187,7 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	defer cancel()
 	bed, down, crt := orderWaiting(ctx, t, "20s")
 	ca, hub, ns := bed.CA, bed.Hub.Client, bed.HubNamespace()
-	ord := waitOrder(ctx, t, hub, ns, acme.StatePropagating)
+	ord := waitOrder(ctx, t, hub, ns, hubapi.ACMEOrderPropagating)
 	fqdn := "_acme-challenge.web." + ca.Zone + "."
 	if len(txt(t, ca.Nameserver, fqdn)) == 0 {
 		t.Fatal("no TXT record while propagating")
@@ -195,7 +196,7 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(hub.Get(ctx, client.ObjectKeyFromObject(&ord), &acme.Order{})), nil
+		return apierrors.IsNotFound(hub.Get(ctx, client.ObjectKeyFromObject(&ord), &hubapi.ACMEOrder{})), nil
 	})
 	if err != nil {
 		t.Fatalf("the deleted order never went: %v", err)

@@ -16,8 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // One ACME ClusterIssuer in the hub, with an rfc2136 solver whose TSIG
@@ -127,7 +128,7 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 	if got := ca.Count(); got.Accounts != 1 {
 		t.Errorf("Pebble holds %d accounts, want 1 (one per ClusterIssuer key, shared by every cluster)", got.Accounts)
 	}
-	orders := &acme.OrderList{}
+	orders := &hubapi.ACMEOrderList{}
 	if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}

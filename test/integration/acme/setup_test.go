@@ -9,10 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/testbed"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // issuanceBed is what the issuing tests start: a hub with downstreams

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -25,7 +25,7 @@ func TestACMESharesIdenticalRequestsWhenOptedIn(t *testing.T) {
 	ca, hub := bed.CA, bed.Hub.Client
 	ci := fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))
-	ci.Annotations = map[string]string{acme.ShareAnnotation: "true"}
+	ci.Annotations = map[string]string{hubapi.ShareIdenticalRequestsAnnotation: "true"}
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestACMESharesIdenticalRequestsWhenOptedIn(t *testing.T) {
 	if got := ca.Count(); got.Orders != 2 {
 		t.Errorf("Pebble created %d orders, want 2: one shared by the 3 identical Certificates, one for the other", got.Orders)
 	}
-	orders := &acme.OrderList{}
+	orders := &hubapi.ACMEOrderList{}
 	if err := hub.List(ctx, orders, client.InNamespace(bed.HubNamespace())); err != nil {
 		t.Fatal(err)
 	}

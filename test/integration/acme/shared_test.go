@@ -12,10 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/acme"
-	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // Issue 30: a CA's 429 for one registered domain pauses that domain's
@@ -83,7 +82,7 @@ func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 	ca, hub := bed.CA, bed.Hub.Client
 	ci := fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))
-	ci.Annotations = map[string]string{acme.ShareAnnotation: "true"}
+	ci.Annotations = map[string]string{hubapi.ShareIdenticalRequestsAnnotation: "true"}
 	if err := hub.Create(ctx, ci); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestPastedCertificateJoinsNoOrder(t *testing.T) {
 		crt.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}
 	})
 	if err := b.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: pasted.Spec.SecretName,
-		Annotations: map[string]string{certsync.AdoptAnnotation: pasted.Name}}, Type: corev1.SecretTypeTLS,
+		Annotations: map[string]string{hubapi.AdoptSecretAnnotation: pasted.Name}}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: theirs.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: nil}}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +145,7 @@ func TestAFloodTakesItsShareOfTheAccount(t *testing.T) {
 	ca, hub := bed.CA, bed.Hub.Client
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
-			ci.Annotations = map[string]string{acme.LimitsAnnotation: "orders=4/8s"}
+			ci.Annotations = map[string]string{hubapi.ACMELimitsAnnotation: "orders=4/8s"}
 		})); err != nil {
 		t.Fatal(err)
 	}

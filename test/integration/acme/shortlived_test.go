@@ -15,9 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/testbed/acmebed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // Issue 30: short-lived certificates renew through their lifetimes. The
@@ -35,7 +36,7 @@ func TestShortLivedCertificatesRenewThroughTwoLifetimes(t *testing.T) {
 	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
 			ci.Spec.ACME.Profile = "minutes"
-			ci.Annotations = map[string]string{acme.LimitsAnnotation: "orders=300/1h, set=5/1h"}
+			ci.Annotations = map[string]string{hubapi.ACMELimitsAnnotation: "orders=300/1h, set=5/1h"}
 		})); err != nil {
 		t.Fatal(err)
 	}

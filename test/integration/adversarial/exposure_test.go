@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // trafficRecorder wraps a transport: it keeps every request line and scans
@@ -220,7 +220,7 @@ func TestStatusReadsNoPrivateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.List(ctx, &corev1.SecretList{}, client.MatchingLabels{certsync.ManagedLabel: certsync.ManagedValue}); err != nil {
+	if err := c.List(ctx, &corev1.SecretList{}, client.MatchingLabels{hubapi.ManagedByLabel: hubapi.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	if !sawKey() {

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuerName = "adversarial-ca"

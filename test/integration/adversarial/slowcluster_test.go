@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // tcpProxy forwards to upstream; every read from upstream is held for

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
@@ -27,7 +28,7 @@ func TestTenantCannotTakeOrStampSecrets(t *testing.T) {
 	secrets := []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs-tls"}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: []byte("x"), corev1.TLSPrivateKeyKey: []byte("y")}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registry", Annotations: map[string]string{certsync.AdoptAnnotation: "registry"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registry", Annotations: map[string]string{hubapi.AdoptSecretAnnotation: "registry"}},
 			Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}},
 	}
 	for _, s := range secrets {
@@ -35,7 +36,7 @@ func TestTenantCannotTakeOrStampSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	selfServed := fixture.Certificate(ns, "self-served", issuerName, fixture.WithAnnotation(certsync.AdoptAnnotation, "true"),
+	selfServed := fixture.Certificate(ns, "self-served", issuerName, fixture.WithAnnotation(hubapi.AdoptSecretAnnotation, "true"),
 		func(crt *cmapi.Certificate) { crt.Spec.SecretName = "theirs-tls" })
 	typed := fixture.Certificate(ns, "registry", issuerName, func(crt *cmapi.Certificate) { crt.Spec.SecretName = "registry" })
 	stamped := fixture.Certificate(ns, "stamped", issuerName, fixture.WithSpec(func(s *cmapi.CertificateSpec) {
@@ -66,7 +67,7 @@ func TestTenantCannotTakeOrStampSecrets(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Labels[certsync.ManagedLabel] == certsync.ManagedValue || got.ResourceVersion != s.ResourceVersion {
+		if got.Labels[hubapi.ManagedByLabel] == hubapi.ManagedByValue || got.ResourceVersion != s.ResourceVersion {
 			t.Errorf("Secret %s was written", s.Name)
 		}
 	}

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const (

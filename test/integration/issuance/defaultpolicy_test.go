@@ -11,8 +11,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -22,9 +22,9 @@ import (
 // deny.)
 func TestDefaultPolicyAllow(t *testing.T) {
 	ctx := context.Background()
-	p := fixture.PolicyObject(fixture.Policy("scoped", policy.Spec{
-		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{"policy-scoped"}}},
-		Allowed:  policy.Allowed{DNSNames: fixture.Values("*.allowed.example.com"), CommonName: &policy.StringValue{Value: "*.allowed.example.com"}},
+	p := fixture.PolicyObject(fixture.Policy("scoped", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Namespaces: &hubapi.NamespaceSelector{MatchNames: []string{"policy-scoped"}}},
+		Allowed:  hubapi.PolicyAllowed{DNSNames: fixture.Values("*.allowed.example.com"), CommonName: &hubapi.StringValue{Value: "*.allowed.example.com"}},
 	}))
 	if err := bed.Hub.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
@@ -64,9 +64,9 @@ func TestDefaultAllowNeverIssuesACA(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 	one := 1
-	p := fixture.PolicyObject(fixture.Policy("allow-sub-ca", policy.Spec{
-		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{ns}}},
-		Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*.example.com", "example.com"), IsCA: true, MaxPathLen: &one},
+	p := fixture.PolicyObject(fixture.Policy("allow-sub-ca", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Namespaces: &hubapi.NamespaceSelector{MatchNames: []string{ns}}},
+		Allowed:  hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*.example.com", "example.com"), IsCA: true, MaxPathLen: &one},
 	}))
 	if err := bed.Hub.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)

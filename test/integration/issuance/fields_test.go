@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"software.sslmate.com/src/go-pkcs12"
 
-	"github.com/certhub/certhub/internal/policy"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -172,10 +172,10 @@ func TestCAAndLiteralSubject(t *testing.T) {
 	// A CA is issued only where a policy allows it, under --default-policy
 	// allow too: this one, in a namespace of its own.
 	zero := 0
-	p := fixture.PolicyObject(fixture.Policy("fields-sub-ca", policy.Spec{
-		Selector: policy.Selector{Namespaces: &policy.NamespaceSelector{MatchNames: []string{"fields-ca"}}},
-		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "Team Sub CA"}, DNSNames: fixture.Values("*.example.com"), IsCA: true, MaxPathLen: &zero,
-			Subject: &policy.SubjectAllowed{OrganizationalUnits: fixture.Values("Platform"), Organizations: fixture.Values("Example Org"), Countries: fixture.Values("DE")}},
+	p := fixture.PolicyObject(fixture.Policy("fields-sub-ca", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Namespaces: &hubapi.NamespaceSelector{MatchNames: []string{"fields-ca"}}},
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "Team Sub CA"}, DNSNames: fixture.Values("*.example.com"), IsCA: true, MaxPathLen: &zero,
+			Subject: &hubapi.SubjectAllowed{OrganizationalUnits: fixture.Values("Platform"), Organizations: fixture.Values("Example Org"), Countries: fixture.Values("DE")}},
 	}))
 	if err := bed.Hub.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuerName = "parity-ca"

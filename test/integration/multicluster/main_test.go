@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuerName = "test-ca"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -92,7 +93,7 @@ func TestForeignSecretIsNotOverwrittenUntilAdopted(t *testing.T) {
 		rc := readyCondition(c)
 		return rc != nil && rc.Status == cmmeta.ConditionFalse && rc.Reason == certsync.ReasonSecretNotOwned
 	})
-	if msg := readyCondition(notReady).Message; !bytes.Contains([]byte(msg), []byte(certsync.AdoptAnnotation)) {
+	if msg := readyCondition(notReady).Message; !bytes.Contains([]byte(msg), []byte(hubapi.AdoptSecretAnnotation)) {
 		t.Errorf("message %q does not tell the user how to opt in", msg)
 	}
 	got := &corev1.Secret{}
@@ -105,13 +106,13 @@ func TestForeignSecretIsNotOverwrittenUntilAdopted(t *testing.T) {
 
 	// Adoption is granted on the Secret, by whoever may write it.
 	patch := client.MergeFrom(got.DeepCopy())
-	got.Annotations = map[string]string{certsync.AdoptAnnotation: crt.Name}
+	got.Annotations = map[string]string{hubapi.AdoptSecretAnnotation: crt.Name}
 	if err := cp.Client.Patch(ctx, got, patch); err != nil {
 		t.Fatalf("annotate Secret: %v", err)
 	}
 	adopted := waitReady(t, cp.Client, key)
 	s, _ := checkIssuedKeepType(t, cp.Client, adopted, corev1.SecretTypeOpaque)
-	if s.Labels[certsync.ManagedLabel] != certsync.ManagedValue {
+	if s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue {
 		t.Errorf("adopted Secret lacks the ownership label")
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuerName = "policy-ca"

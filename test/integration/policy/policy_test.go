@@ -18,15 +18,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/policy"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // createPolicy creates p in the hub and deletes it when the test ends.
-func createPolicy(t *testing.T, p policy.IssuancePolicy) {
+func createPolicy(t *testing.T, p hubapi.IssuancePolicy) {
 	t.Helper()
 	obj := fixture.PolicyObject(p)
 	if err := bed.Hub.Client.Create(context.Background(), obj); err != nil {
@@ -69,21 +69,21 @@ func noSecret(t *testing.T, cp *testbed.ControlPlane, crt *cmapi.Certificate) {
 	}
 }
 
-func onlyNamespace(ns string) *policy.NamespaceSelector {
-	return &policy.NamespaceSelector{MatchNames: []string{ns}}
+func onlyNamespace(ns string) *hubapi.NamespaceSelector {
+	return &hubapi.NamespaceSelector{MatchNames: []string{ns}}
 }
 
-func anyName() policy.Allowed {
-	return policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}
+func anyName() hubapi.PolicyAllowed {
+	return hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}
 }
 
 // A dev cluster cannot get a prod name; each environment gets its own.
 func TestDevCannotGetProdName(t *testing.T) {
 	const ns = "names-by-env"
 	for _, e := range []string{"dev", "prod"} {
-		createPolicy(t, fixture.Policy("env-"+e, policy.Spec{
-			Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"env": e}}, Namespaces: onlyNamespace(ns)},
-			Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*." + e + ".example.com"}, DNSNames: fixture.Values("*." + e + ".example.com")},
+		createPolicy(t, fixture.Policy("env-"+e, hubapi.IssuancePolicySpec{
+			Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchLabels: map[string]string{"env": e}}, Namespaces: onlyNamespace(ns)},
+			Allowed:  hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*." + e + ".example.com"}, DNSNames: fixture.Values("*." + e + ".example.com")},
 		}))
 	}
 	dev, prod := bed.Downstreams[0], bed.Downstreams[1]
@@ -98,9 +98,9 @@ func TestDevCannotGetProdName(t *testing.T) {
 // `*.{{cluster}}.example.com` allows exactly each cluster's own names.
 func TestClusterVariableAllowsOwnNamesOnly(t *testing.T) {
 	const ns = "names-by-cluster"
-	createPolicy(t, fixture.Policy("own-subdomain", policy.Spec{
-		Selector: policy.Selector{Namespaces: onlyNamespace(ns)},
-		Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*.{{cluster}}.example.com"}, DNSNames: fixture.Values("*.{{cluster}}.example.com", "*.{{namespace}}.svc")},
+	createPolicy(t, fixture.Policy("own-subdomain", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)},
+		Allowed:  hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*.{{cluster}}.example.com"}, DNSNames: fixture.Values("*.{{cluster}}.example.com", "*.{{namespace}}.svc")},
 	}))
 	for i, cp := range bed.Downstreams {
 		other := bed.Downstreams[1-i]
@@ -115,7 +115,7 @@ func TestClusterVariableAllowsOwnNamesOnly(t *testing.T) {
 // the policy's path length.
 func TestSubCAOnlyWithPolicyAndPathLength(t *testing.T) {
 	const ns = "pki-team"
-	leafOnly := fixture.Policy("pki-leaves", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)}, Allowed: anyName()})
+	leafOnly := fixture.Policy("pki-leaves", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)}, Allowed: anyName()})
 	createPolicy(t, leafOnly)
 	cp := bed.Downstreams[0]
 	subCA := fixture.Certificate(ns, "team-ca", issuerName, fixture.WithNames("Team CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true }))
@@ -125,7 +125,7 @@ func TestSubCAOnlyWithPolicyAndPathLength(t *testing.T) {
 	pathLen := 1
 	ca := anyName()
 	ca.IsCA, ca.MaxPathLen = true, &pathLen
-	createPolicy(t, fixture.Policy("pki-sub-ca", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)}, Allowed: ca}))
+	createPolicy(t, fixture.Policy("pki-sub-ca", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)}, Allowed: ca}))
 	crt := fixture.WaitReady(t, cp.Client, key)
 	cert := leaf(t, fixture.GetSecret(t, cp.Client, crt))
 	if !cert.IsCA || cert.MaxPathLen != pathLen || cert.MaxPathLenZero {
@@ -136,9 +136,9 @@ func TestSubCAOnlyWithPolicyAndPathLength(t *testing.T) {
 // maxDuration and key constraints are enforced.
 func TestDurationAndKeyConstraints(t *testing.T) {
 	const ns = "bounded"
-	createPolicy(t, fixture.Policy("bounded", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)}, Allowed: anyName(),
-		Constraints: policy.Constraints{MaxDuration: &metav1.Duration{Duration: 30 * 24 * time.Hour},
-			PrivateKey: &policy.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm, MinSize: 256, MaxSize: 384}}}))
+	createPolicy(t, fixture.Policy("bounded", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)}, Allowed: anyName(),
+		Constraints: hubapi.PolicyConstraints{MaxDuration: &metav1.Duration{Duration: 30 * 24 * time.Hour},
+			PrivateKey: &hubapi.PrivateKeyConstraints{Algorithm: cmapi.ECDSAKeyAlgorithm, MinSize: 256, MaxSize: 384}}}))
 	cp := bed.Downstreams[1]
 	month := fixture.WithDuration(30 * 24 * time.Hour)
 	for _, tc := range []struct {
@@ -166,7 +166,7 @@ func TestPolicyChangesTakeEffectLive(t *testing.T) {
 	key := create(t, cp, fixture.Certificate(ns, "web", issuerName, fixture.WithNames("web.dev.example.com", "web.dev.example.com")))
 	denied(t, cp, key, `no IssuancePolicy selects cluster "cluster-1", namespace "late-policy"`, "default policy is deny")
 
-	p := fixture.Policy("late", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)}, Allowed: anyName()})
+	p := fixture.Policy("late", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)}, Allowed: anyName()})
 	createPolicy(t, p)
 	crt := fixture.WaitReady(t, cp.Client, key)
 	secret := fixture.GetSecret(t, cp.Client, crt)
@@ -176,8 +176,8 @@ func TestPolicyChangesTakeEffectLive(t *testing.T) {
 	if err := bed.Hub.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
-	narrowed := fixture.PolicyObject(fixture.Policy("late", policy.Spec{Selector: p.Spec.Selector,
-		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*.prod.example.com"}, DNSNames: fixture.Values("*.prod.example.com")}}))
+	narrowed := fixture.PolicyObject(fixture.Policy("late", hubapi.IssuancePolicySpec{Selector: p.Spec.Selector,
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*.prod.example.com"}, DNSNames: fixture.Values("*.prod.example.com")}}))
 	narrowed.SetResourceVersion(obj.GetResourceVersion())
 	if err := bed.Hub.Client.Update(context.Background(), narrowed); err != nil {
 		t.Fatal(err)
@@ -225,16 +225,16 @@ func TestDownstreamAdminCannotChangeOutcome(t *testing.T) {
 	const ns = "downstream-admin"
 	ctx := context.Background()
 	cp := bed.Downstreams[0] // dev
-	createPolicy(t, fixture.Policy("dev-names", policy.Spec{
-		Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}, Namespaces: onlyNamespace(ns)},
-		Allowed:  policy.Allowed{CommonName: &policy.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com")},
+	createPolicy(t, fixture.Policy("dev-names", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}, Namespaces: onlyNamespace(ns)},
+		Allowed:  hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com")},
 	}))
 	key := create(t, cp, fixture.Certificate(ns, "grab", issuerName, fixture.WithNames("", "api.prod.example.com")))
 	denied(t, cp, key, `spec.dnsNames "api.prod.example.com"`)
 
 	// The downstream admin's moves. The test bed installs the certhub CRD
 	// downstream too, so a permissive policy there is a real object.
-	allowAll := fixture.Policy("allow-everything", policy.Spec{Allowed: anyName()})
+	allowAll := fixture.Policy("allow-everything", hubapi.IssuancePolicySpec{Allowed: anyName()})
 	if err := cp.Client.Create(ctx, fixture.PolicyObject(allowAll)); err != nil {
 		t.Fatalf("create downstream IssuancePolicy: %v", err)
 	}
@@ -290,9 +290,9 @@ func leaf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 // hub.
 func TestPolicyCheckAgainstTheLiveHub(t *testing.T) {
 	const ns = "check-live"
-	createPolicy(t, fixture.Policy("check-dev", policy.Spec{
-		Selector: policy.Selector{Clusters: &policy.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}, Namespaces: onlyNamespace(ns)},
-		Allowed:  policy.Allowed{DNSNames: fixture.Values("*.dev.example.com")},
+	createPolicy(t, fixture.Policy("check-dev", hubapi.IssuancePolicySpec{
+		Selector: hubapi.PolicySelector{Clusters: &hubapi.ClusterSelector{MatchLabels: map[string]string{"env": "dev"}}, Namespaces: onlyNamespace(ns)},
+		Allowed:  hubapi.PolicyAllowed{DNSNames: fixture.Values("*.dev.example.com")},
 	}))
 	manifest := filepath.Join(t.TempDir(), "certs.yaml")
 	if err := os.WriteFile(manifest, []byte(`apiVersion: cert-manager.io/v1

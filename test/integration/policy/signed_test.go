@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/policy"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -18,8 +18,8 @@ import (
 // naming it, while a neighbour with one allowed common name issues.
 func TestEveryCommonNameIsChecked(t *testing.T) {
 	const ns = "every-cn"
-	createPolicy(t, fixture.Policy("every-cn", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)},
-		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com")}}))
+	createPolicy(t, fixture.Policy("every-cn", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)},
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*.dev.example.com"}, DNSNames: fixture.Values("*.dev.example.com")}}))
 	cp := bed.Downstreams[0]
 	literal := func(name, subject string) client.ObjectKey {
 		return create(t, cp, fixture.Certificate(ns, name, issuerName, fixture.WithNames("", "a.dev.example.com"),
@@ -52,8 +52,8 @@ func TestEveryCommonNameIsChecked(t *testing.T) {
 // with DNS names alone issues.
 func TestEverySANKindIsChecked(t *testing.T) {
 	const ns = "every-san"
-	createPolicy(t, fixture.Policy("dns-only", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)},
-		Allowed: policy.Allowed{DNSNames: fixture.Values("*.dev.example.com")}}))
+	createPolicy(t, fixture.Policy("dns-only", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)},
+		Allowed: hubapi.PolicyAllowed{DNSNames: fixture.Values("*.dev.example.com")}}))
 	cp := bed.Downstreams[1]
 	with := func(name string, mut func(*cmapi.CertificateSpec)) client.ObjectKey {
 		return create(t, cp, fixture.Certificate(ns, name, issuerName, fixture.WithNames("", "a.dev.example.com"), fixture.WithSpec(mut)))
@@ -86,8 +86,8 @@ func TestSubCAIsNameConstrained(t *testing.T) {
 	const ns = "pki-constrained"
 	cp := bed.Downstreams[0]
 	zero := 0
-	createPolicy(t, fixture.Policy("constrained-ca", policy.Spec{Selector: policy.Selector{Namespaces: onlyNamespace(ns)},
-		Allowed: policy.Allowed{CommonName: &policy.StringValue{Value: "*"}, DNSNames: fixture.Values("*.{{cluster}}.example.com"),
+	createPolicy(t, fixture.Policy("constrained-ca", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)},
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*.{{cluster}}.example.com"),
 			IsCA: true, MaxPathLen: &zero}}))
 	isCA := fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })
 	subKey := create(t, cp, fixture.Certificate(ns, "team-ca", issuerName, fixture.WithNames("Team CA"), isCA))

@@ -16,11 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/rotation"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const issuerName = "rot-ca"
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 				s := &list.Items[i]
 				for w, cp := range bed.Downstreams {
 					if string(s.Data["name"]) == cp.Name {
-						s.Labels[rotation.WaveLabel] = strconv.Itoa(w)
+						s.Labels[hubapi.WaveLabel] = strconv.Itoa(w)
 					}
 				}
 				if err := bed.Hub.Client.Update(ctx, s); err != nil {

@@ -16,11 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/rotation"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const ns = "apps"
@@ -179,7 +180,7 @@ func TestRotationInWaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotate(t, rotation.NextCAAnnotation, issuerName+"-next")
+	annotate(t, hubapi.NextCAAnnotation, issuerName+"-next")
 	r.until("the new CA published in every bundle, soaking", time.Minute, func(map[served]*x509.Certificate) bool {
 		return phase() == string(rotation.Soaking)
 	})
@@ -210,7 +211,7 @@ func TestRotationInWaves(t *testing.T) {
 	// Finished in Git: the issuer's CA is the new one, the annotation goes.
 	changeIssuer(t, func(ci *cmapi.ClusterIssuer) {
 		ci.Spec.CA.SecretName = issuerName + "-next"
-		delete(ci.Annotations, rotation.NextCAAnnotation)
+		delete(ci.Annotations, hubapi.NextCAAnnotation)
 	})
 	r.until("the rotation's state gone, nothing re-issued", time.Minute, func(l map[served]*x509.Certificate) bool {
 		return state() == "none" && signedBy(newCA, l, c1) && signedBy(newCA, l, c2) && signedBy(newCA, l, c3)
@@ -242,11 +243,11 @@ func TestRotationAbortedAfterItsFirstWave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotate(t, rotation.NextCAAnnotation, issuerName+"-withdrawn")
+	annotate(t, hubapi.NextCAAnnotation, issuerName+"-withdrawn")
 	r.until("wave 1 (cluster-1) on the new CA", 2*time.Minute, func(l map[served]*x509.Certificate) bool {
 		return signedBy(withdrawn, l, c1) && signedBy(currentCA, l, c3)
 	})
-	changeIssuer(t, func(ci *cmapi.ClusterIssuer) { delete(ci.Annotations, rotation.NextCAAnnotation) })
+	changeIssuer(t, func(ci *cmapi.ClusterIssuer) { delete(ci.Annotations, hubapi.NextCAAnnotation) })
 	e := fixture.WaitEvent(t, bed.Hub.Client, "default", issuerName, rotation.ReasonHalted, "withdrawn")
 	t.Logf("Event: %s", e.Note)
 	r.until("rolled back: every cluster on the issuer's CA, the rotation's state gone", 2*time.Minute, func(l map[served]*x509.Certificate) bool {

@@ -9,8 +9,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/test/fixture/suite"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const (

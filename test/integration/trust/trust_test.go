@@ -14,10 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/testbed"
 	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // waitBundle waits until cp's namespace ns holds the bundle ConfigMap with
@@ -36,7 +37,7 @@ func waitBundle(t *testing.T, cp *testbed.ControlPlane, ns string, want []byte) 
 			return false, nil
 		}
 		last = cm.Data[trust.DefaultKey]
-		return last == string(want) && len(cm.Data) == 1 && cm.Labels[trust.ManagedLabel] == "true", nil
+		return last == string(want) && len(cm.Data) == 1 && cm.Labels[hubapi.TrustBundleLabel] == "true", nil
 	})
 	if err != nil {
 		t.Fatalf("%s/%s: trust bundle never became %q; last: %q", cp.Name, ns, want, last)
@@ -115,7 +116,7 @@ func TestSecondCAJoinsAndLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(private.DeepCopy())
-	metav1.SetMetaDataAnnotation(&private.ObjectMeta, trust.OptOutAnnotation, "false")
+	metav1.SetMetaDataAnnotation(&private.ObjectMeta, hubapi.TrustBundleAnnotation, "false")
 	if err := env.Bed.Hub.Client.Patch(ctx, private, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestScopedCAStaysInItsClusters(t *testing.T) {
 	scopeTo := func(selector string) {
 		t.Helper()
 		patch := client.MergeFrom(iss.DeepCopy())
-		metav1.SetMetaDataAnnotation(&iss.ObjectMeta, trust.ClustersAnnotation, selector)
+		metav1.SetMetaDataAnnotation(&iss.ObjectMeta, hubapi.TrustClustersAnnotation, selector)
 		if err := env.Bed.Hub.Client.Patch(ctx, iss, patch); err != nil {
 			t.Fatal(err)
 		}

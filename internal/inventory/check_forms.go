@@ -1,4 +1,4 @@
-package app
+package inventory
 
 import (
 	"encoding/base64"
@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
-
-	"github.com/certhub/certhub/internal/inventory"
 )
 
 // containsEncrypted reports whether a data/stringData map holds SOPS values.
@@ -23,9 +21,9 @@ func containsEncrypted(m any) bool {
 
 // encryptedSecret checks a SOPS-encrypted Secret for structure: the label in
 // clear, the keys present, the server valid when it is in clear.
-func (v *validator) encryptedSecret(at Finding, obj, meta map[string]any) {
+func (v *Checker) encryptedSecret(at Finding, obj, meta map[string]any) {
 	lbls, _ := meta["labels"].(map[string]any)
-	if !isClusterSecret(lbls) {
+	if !marksCluster(lbls) {
 		return
 	}
 	v.registrations++
@@ -46,14 +44,14 @@ func (v *validator) encryptedSecret(at Finding, obj, meta map[string]any) {
 
 // structureChecked reports an encrypted registration: an error naming the
 // keys it lacks, or ok with what, and whether --cluster-selector selects it.
-func (v *validator) structureChecked(at Finding, keys map[string]string, lbls map[string]any, what string) {
+func (v *Checker) structureChecked(at Finding, keys map[string]string, lbls map[string]any, what string) {
 	switch missing := missingKeys(keys); {
 	case missing != "":
-		at.Severity, at.Message = severityError, missing
-	case keys["config"] == "" && keys["server"] != inventory.InClusterServer:
-		at.Severity, at.Message = severityWarning, what+"; no config: unless the server is the in-cluster one, the hub connects anonymously"+v.selection(stringMap(lbls))
+		at.Severity, at.Message = SeverityError, missing
+	case keys["config"] == "" && keys["server"] != InClusterServer:
+		at.Severity, at.Message = SeverityWarning, what+"; no config: unless the server is the in-cluster one, the hub connects anonymously"+v.selection(stringMap(lbls))
 	default:
-		at.Severity, at.Message = severityOK, what+v.selection(stringMap(lbls))
+		at.Severity, at.Message = SeverityOK, what+v.selection(stringMap(lbls))
 	}
 	v.add(at)
 }
@@ -63,10 +61,10 @@ func (v *validator) structureChecked(at Finding, keys map[string]string, lbls ma
 // template must carry the cluster label, and the resulting Secret's name
 // (secretName, else the object's) and namespace are checked like a Secret's.
 // It returns the template's labels and whether to go on.
-func (v *validator) templatedRegistration(at Finding, obj, tmpl map[string]any, secretName string) (map[string]any, bool) {
+func (v *Checker) templatedRegistration(at Finding, obj, tmpl map[string]any, secretName string) (map[string]any, bool) {
 	tmeta, _ := tmpl["metadata"].(map[string]any)
 	lbls, _ := tmeta["labels"].(map[string]any)
-	if !isClusterSecret(lbls) {
+	if !marksCluster(lbls) {
 		return nil, false
 	}
 	v.registrations++
@@ -80,7 +78,7 @@ func (v *validator) templatedRegistration(at Finding, obj, tmpl map[string]any, 
 }
 
 // sealedSecret checks a Bitnami SealedSecret that unseals into a cluster Secret.
-func (v *validator) sealedSecret(at Finding, obj map[string]any) {
+func (v *Checker) sealedSecret(at Finding, obj map[string]any) {
 	spec, _ := obj["spec"].(map[string]any)
 	tmpl, _ := spec["template"].(map[string]any)
 	lbls, ok := v.templatedRegistration(at, obj, tmpl, "")
@@ -131,7 +129,7 @@ const placeholder = "placeholder"
 // externalSecret checks an External Secrets Operator ExternalSecret that
 // templates a cluster Secret: the label and the three keys in
 // target.template, and config rendering to JSON with placeholder values.
-func (v *validator) externalSecret(at Finding, obj map[string]any) {
+func (v *Checker) externalSecret(at Finding, obj map[string]any) {
 	spec, _ := obj["spec"].(map[string]any)
 	target, _ := spec["target"].(map[string]any)
 	tmpl, _ := target["template"].(map[string]any)
@@ -152,25 +150,25 @@ func (v *validator) externalSecret(at Finding, obj map[string]any) {
 		s, _ := val.(string)
 		out, err := renderTemplate(s, values)
 		if err != nil {
-			at.Severity, at.Message = severityError, fmt.Sprintf("spec.target.template.data.%s: %v", k, err)
+			at.Severity, at.Message = SeverityError, fmt.Sprintf("spec.target.template.data.%s: %v", k, err)
 			v.add(at)
 			return
 		}
 		rendered[k] = out
 	}
 	if missing := missingKeys(rendered); missing != "" {
-		at.Severity, at.Message = severityError, "spec.target.template.data: "+missing
+		at.Severity, at.Message = SeverityError, "spec.target.template.data: "+missing
 		v.add(at)
 		return
 	}
 	if !json.Valid([]byte(rendered["config"])) {
-		at.Severity, at.Message = severityError, "spec.target.template.data.config: does not render to JSON with placeholder values: "+rendered["config"]
+		at.Severity, at.Message = SeverityError, "spec.target.template.data.config: does not render to JSON with placeholder values: "+rendered["config"]
 		v.add(at)
 		return
 	}
-	var cc inventory.ClusterConfig
+	var cc ClusterConfig
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(rendered["config"], `"`+placeholder+`"`, `""`)), &cc); err != nil {
-		at.Severity, at.Message = severityError, "spec.target.template.data.config: not Argo CD's ClusterConfig: "+err.Error()
+		at.Severity, at.Message = SeverityError, "spec.target.template.data.config: not Argo CD's ClusterConfig: "+err.Error()
 		v.add(at)
 		return
 	}
@@ -178,7 +176,7 @@ func (v *validator) externalSecret(at Finding, obj map[string]any) {
 	if at.Cluster != placeholder && at.Cluster != "" && v.duplicateCluster(at, at.Cluster) {
 		return
 	}
-	at.Severity, at.Message = severityOK, fmt.Sprintf("ExternalSecret templating cluster %q at %s, structure checked: label, name/server/config, config renders to JSON", at.Cluster, at.Server)
+	at.Severity, at.Message = SeverityOK, fmt.Sprintf("ExternalSecret templating cluster %q at %s, structure checked: label, name/server/config, config renders to JSON", at.Cluster, at.Server)
 	at.Message += v.selection(stringMap(lbls))
 	v.add(at)
 }

@@ -1,0 +1,115 @@
+package v1alpha1
+
+// Every certhub.io/* key certhub reads or writes, by where it is set and by
+// whom. Keys users set are input: they may narrow what certhub does, never
+// widen what one tenant gets from another (docs/security.md).
+const (
+	// KeyPrefix starts every key below; downstream users may not set keys
+	// with it (secretTemplate refuses them).
+	KeyPrefix = GroupName + "/"
+)
+
+// On the Argo CD cluster Secrets in the hub (set by the platform team, in Git).
+const (
+	// IssuanceWeightLabel sets the cluster's share of every shared budget
+	// (--issuance-rate, each ACME issuer's rate limits) relative to other
+	// clusters: a positive number, 1 when absent or invalid.
+	IssuanceWeightLabel = KeyPrefix + "issuance-weight"
+	// WaveLabel orders the clusters into CA rotation waves (numeric).
+	WaveLabel = KeyPrefix + "wave"
+)
+
+// On ClusterIssuers in the hub (set by the platform team).
+const (
+	// NextCAAnnotation on a CA ClusterIssuer names the Secret (hub
+	// namespace) holding the next CA key pair; setting it starts a rotation.
+	NextCAAnnotation = KeyPrefix + "next-ca-secret"
+	// RotationResumeAnnotation: a new value resumes a halted rotation.
+	RotationResumeAnnotation = KeyPrefix + "rotation-resume"
+	// RotationForceAnnotation: a new value retires the old CA although
+	// clusters that were unreachable have not moved yet, or ends an abort
+	// although certificates on the new CA could not all be seen.
+	RotationForceAnnotation = KeyPrefix + "rotation-force"
+	// TrustBundleAnnotation set to "false" leaves the issuer's CA out of
+	// every trust bundle.
+	TrustBundleAnnotation = KeyPrefix + "trust-bundle"
+	// TrustClustersAnnotation is a label selector (kubectl syntax, e.g.
+	// "env=prod" or "env in (dev,staging)") over the labels of the
+	// clusters' Argo CD Secrets: the CA is published only to the clusters
+	// it selects. Unset: every cluster. A selector that does not parse
+	// publishes it nowhere (logged), so a typo narrows, never widens.
+	TrustClustersAnnotation = KeyPrefix + "trust-clusters"
+	// TrustNamespacesAnnotation is a comma-separated list of namespace name
+	// globs ("team-*,payments"): within a selected cluster, the CA is
+	// published only to those namespaces (among those the bundle's
+	// namespace selector picks). Unset: every such namespace.
+	TrustNamespacesAnnotation = KeyPrefix + "trust-namespaces"
+	// ACMELimitsAnnotation on an ACME ClusterIssuer sets its rate-limit
+	// budget, e.g. "orders=300/3h, domain=50/168h, set=5/168h,
+	// authz-failures=5/1h", or "none" (docs/acme.md).
+	ACMELimitsAnnotation = KeyPrefix + "acme-limits"
+	// ShareIdenticalRequestsAnnotation "true" on an ACME ClusterIssuer lets
+	// Certificates (in any cluster or namespace) with identical requests
+	// share one order and key (docs/acme.md). Off by default.
+	ShareIdenticalRequestsAnnotation = KeyPrefix + "share-identical-requests"
+)
+
+// On downstream Secrets.
+const (
+	// ManagedByLabel marks Secrets written by certhub (value
+	// ManagedByValue); the downstream Secret cache selects on it.
+	ManagedByLabel = KeyPrefix + "managed-by"
+	// ManagedByValue is ManagedByLabel's value.
+	ManagedByValue = "certhub"
+	// WrittenByAnnotation names the hub replica that last wrote the Secret.
+	WrittenByAnnotation = KeyPrefix + "written-by"
+	// AdoptSecretAnnotation on an existing Secret certhub did not create,
+	// set to a Certificate's name, lets that Certificate take the Secret
+	// over. It is granted on the Secret, by someone allowed to write it —
+	// never self-served from the Certificate. Without it such a Secret is
+	// never overwritten, and typed Secrets (service-account tokens, registry
+	// credentials, ...) never are.
+	AdoptSecretAnnotation = KeyPrefix + "adopt-secret"
+	// IssuancesAnnotation counts the issuances of the Certificate's current
+	// generation for the loop guard ("generation=G,count=N,since=RFC3339,
+	// trips=T"), written with each issuance.
+	IssuancesAnnotation = KeyPrefix + "issuances"
+	// RequestHashAnnotation is on Secrets whose certificate came from a CA
+	// that decides subject, usages and lifetime itself (ACME). It holds a
+	// digest of the request made from the spec; the spec is compared with
+	// it, as cert-manager compares the spec with its CertificateRequest.
+	RequestHashAnnotation = KeyPrefix + "request-hash"
+)
+
+// On downstream ConfigMaps.
+const (
+	// TrustBundleLabel marks the trust bundle ConfigMaps certhub writes
+	// (value "true"); only those are ever changed or deleted.
+	TrustBundleLabel = KeyPrefix + "trust-bundle"
+)
+
+// On certhub's own objects in the hub namespace.
+const (
+	// LeaseKindLabel on a Lease is "peer" or "fence"; the informer selects on it.
+	LeaseKindLabel = KeyPrefix + "lease"
+	// ReplicaWeightAnnotation on a peer Lease carries the replica's weight.
+	ReplicaWeightAnnotation = KeyPrefix + "weight"
+	// FenceKeyAnnotation on a fence Lease names the cluster (or bucket) it guards.
+	FenceKeyAnnotation = KeyPrefix + "fence-key"
+	// ShardBucketsAnnotation on a bucket fence Lease is the bucket count
+	// (--shard-buckets), so readers can map a cluster to its bucket.
+	ShardBucketsAnnotation = KeyPrefix + "shard-buckets"
+	// BudgetLabel marks the ACME budget ledger ConfigMaps (value "ledger").
+	BudgetLabel = KeyPrefix + "budget"
+	// RotationStateLabel marks the CA rotation state ConfigMaps.
+	RotationStateLabel = KeyPrefix + "rotation"
+	// RotationReportLabel marks the rotation progress report ConfigMaps
+	// (value "true").
+	RotationReportLabel = KeyPrefix + "rotation-report"
+	// ACMEOrderLabel marks the Secrets that hold an ACMEOrder's leaf key;
+	// its value is the order's name.
+	ACMEOrderLabel = KeyPrefix + "acme-order"
+	// TXTCleanupFinalizer on an ACMEOrder holds its deletion until the TXT
+	// records it wrote are gone from the zone.
+	TXTCleanupFinalizer = KeyPrefix + "txt-cleanup"
+)

@@ -9,8 +9,11 @@
 //	   → issuance (ClusterIssuers in the hub), with policy, budget, acme,
 //	     trust, rotation and shim beside them
 //
-// Contract: Run validates its Options once, blocks until ctx ends, and
-// returns the first error that stopped the manager. It is the only
+// New validates the Options once, waits for the hub API server and calls one
+// setup function per component (setup.go), in dependency order; Start runs
+// the manager until ctx ends and returns the first error that stopped it;
+// Run is both. The coordinator is typed once: certhub's *shard.Coordinator
+// is the fence, the inventory's gate and the readiness check. This is the only
 // production package that imports shard: the others see ownership through
 // internal/fence.
 package hub

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,11 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
@@ -33,16 +26,12 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
-	"github.com/certhub/certhub/internal/shim"
-	"github.com/certhub/certhub/internal/trust"
 )
 
 // NewScheme returns the types certhub reads and writes, in the hub and downstream.
@@ -63,9 +52,10 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// newCoordinator builds the coordinator o.Coordinator names, and the
-// fence every writer asks before it writes downstream (nil: none, one replica).
-func newCoordinator(cfg *rest.Config, o *Options) (mcmanager.Coordinator, fence.Fence, error) {
+// newCoordinator builds the coordinator o.Coordinator names; sc is certhub's
+// own (nil for the others), which is also the fence every writer asks before
+// it writes downstream and the gate of what this replica connects to.
+func newCoordinator(cfg *rest.Config, o *Options) (coord mcmanager.Coordinator, sc *shard.Coordinator, err error) {
 	log := ctrl.Log.WithName("coordinator")
 	switch o.Coordinator {
 	case CoordinatorNone:
@@ -164,177 +154,73 @@ func bundleName(o *Options) string {
 	return o.TrustBundleConfigMap
 }
 
-// Run wires the hub manager against cfg and blocks until ctx is done.
+// Run builds the replica (New) and runs it (Start) until ctx is done.
 func Run(ctx context.Context, cfg *rest.Config, o *Options) error {
-	if err := o.Validate(); err != nil {
+	h, err := New(ctx, cfg, o)
+	if err != nil || h == nil {
 		return err
+	}
+	return h.Start(ctx)
+}
+
+// Hub is one replica: the multicluster manager and every component set up
+// on it. New builds it; Start runs it.
+type Hub struct {
+	opts     *Options
+	scheme   *runtime.Scheme
+	mgr      mcmanager.Manager
+	provider *inventory.Provider
+	// coord decides which replica serves which cluster (nil: this one
+	// serves all); shard is the same when it is certhub's coordinator,
+	// nil under another --shard-coordinator.
+	coord mcmanager.Coordinator
+	// fence is shard (nil: one replica writes everything).
+	shard    *shard.Coordinator
+	fence    fence.Fence
+	policies *policy.Engine
+	acme     *acme.Service
+	issuers  *issuance.Resolver
+	rotator  *rotation.Rotator
+	// labelSubscribers are told of a cluster whose Secret's labels changed
+	// (trust scopes); set before the manager starts, read only after.
+	labelSubscribers []func(multicluster.ClusterName)
+}
+
+// New validates o, waits for the hub API server (nil, nil when ctx ends
+// first) and sets up every component, in dependency order.
+func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.QPS == 0 {
 		cfg = rest.CopyConfig(cfg)
 		cfg.QPS, cfg.Burst = inventory.DefaultQPS, inventory.DefaultBurst
 	}
 	if err := waitForHub(ctx, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	if ctx.Err() != nil {
-		return nil // stopped while waiting
+		return nil, nil // stopped while waiting
 	}
 	scheme, err := NewScheme()
 	if err != nil {
-		return fmt.Errorf("failed to build scheme: %w", err)
+		return nil, fmt.Errorf("failed to build scheme: %w", err)
 	}
-
-	selector, err := labels.Parse(o.ClusterSelector)
-	if err != nil {
-		return fmt.Errorf("invalid --cluster-selector: %w", err)
-	}
-	var provider *inventory.Provider
-	// Told of a cluster whose Secret's labels changed (trust scopes); set
-	// before the manager starts, read only after.
-	var labelSubscribers []func(multicluster.ClusterName)
-	policies, err := policy.New(policy.Options{Default: policy.Mode(o.DefaultPolicy), ClusterLabels: func(name string) map[string]string {
-		return provider.ClusterLabels(multicluster.ClusterName(name))
-	}})
-	if err != nil {
-		return err
-	}
-	coord, ownership, err := newCoordinator(cfg, o)
-	if err != nil {
-		return err
-	}
-	// Only our coordinator decides what each replica connects to; without
-	// it (or with upstream's, which needs every cluster engaged to decide)
-	// every replica connects every cluster.
-	var gate inventory.Gate
-	if sc, ok := coord.(*shard.Coordinator); ok {
-		gate = sc
-	}
-	shimOpts := shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
-		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup, AutoCertificateAnnotations: o.AutoCertificateAnnotations}
-	informers := func(scoped bool) []client.Object {
-		out := append(certsync.Informers(), shim.Informers(shimOpts)...)
-		if o.TrustBundles && !scoped {
-			out = append(out, trust.Informers()...)
-		}
-		return out
-	}
-	provider, err = inventory.New(inventory.Options{
-		Namespace:      o.ClusterSecretNamespace,
-		Selector:       selector,
-		KubeconfigDir:  o.KubeconfigDir,
-		Scheme:         scheme,
-		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
-		OnLabelsChanged: func(name multicluster.ClusterName) {
-			policies.Changed()
-			for _, fn := range labelSubscribers {
-				fn(name)
-			}
-		},
-		AllowPlainHTTP: o.AllowPlainHTTPClusters,
-		AllowLinkLocal: o.AllowLinkLocalClusters,
-		RequestTimeout: o.RequestTimeout,
-		ExecPlugins:    append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
-		ExecShim:       o.ExecShim,
-		Gate:           gate,
-		Informers:      informers,
-		Compression:    o.DownstreamCompression,
-	})
-	if err != nil {
-		return err
-	}
-
-	var mcOpts []mcmanager.Option
-	if coord != nil {
-		mcOpts = append(mcOpts, mcmanager.WithCoordinator(coord))
-	}
-
-	secretNamespaces := hubSecretCache(o)
-	mgr, err := mcmanager.New(cfg, provider, manager.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress: o.HealthProbeAddr,
-		PprofBindAddress:       pprofAddr(o.PprofAddr),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:    {Namespaces: secretNamespaces},
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
-			&hubapi.ACMEOrder{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // the hub's ACME orders
-		}},
-	}, mcOpts...)
-	if err != nil {
-		return fmt.Errorf("failed to create manager: %w", err)
-	}
-	if err := provider.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("failed to set up inventory: %w", err)
-	}
-	weight := func(cluster string) float64 { // each cluster's share of the shared budgets
-		return budget.ParseWeight(provider.ClusterLabels(multicluster.ClusterName(cluster)))
-	}
-	acmeService, err := acme.SetupWithManager(mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: weight,
-		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
-		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
-	if err != nil {
-		return fmt.Errorf("failed to set up ACME: %w", err)
-	}
-	resolver, err := issuance.New(issuance.Options{Client: mgr.GetLocalManager().GetClient(), Namespace: o.Namespace, ACME: acmeService.Issuer})
-	if err != nil {
-		return err
-	}
-	if err := policies.SetupWithManager(mgr.GetLocalManager()); err != nil {
-		return fmt.Errorf("failed to set up issuance policies: %w", err)
-	}
-	// Each replica is connected only to its own clusters: it reports on
-	// those (its fence says which), and reads the others' reports.
-	rotator, err := rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
-		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: provider.Clusters, Scoped: provider.NamespaceScoped,
-		GetCluster: mgr.GetCluster, Hub: mgr.GetLocalManager().GetClient(), Recorder: mgr.GetLocalManager().GetEventRecorder("certhub"),
-		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: ownership, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
-	if err != nil {
-		return err
-	}
-	if err := mgr.GetLocalManager().Add(rotator); err != nil {
-		return err
-	}
-	var issuanceBudget certsync.Budget
-	if o.IssuanceRate > 0 {
-		bo := budget.Options{Rate: o.IssuanceRate, Fence: ownership, Weight: weight}
-		issuanceBudget = budget.New(bo)
-	}
-	if err := certsync.SetupWithManager(mgr, certsync.Options{Wake: acmeService, RenewalAdvice: acmeService, Rotation: rotator, Budget: issuanceBudget, MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: resolver, Policy: policies, Identity: o.Identity, Fence: ownership, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
-		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
-		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
-		return fmt.Errorf("failed to set up certsync: %w", err)
-	}
-	shimOpts.Fence = ownership
-	if err := shim.SetupWithManager(mgr, shimOpts); err != nil {
-		return err
-	}
-	if o.TrustBundles {
-		nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
-		trustOpts := trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey, NamespaceSelector: nsSel,
-			Engage: func(name multicluster.ClusterName) bool { return !provider.NamespaceScoped(name) }, Rotation: rotator,
-			ClusterLabels:   provider.ClusterLabels,
-			SubscribeLabels: func(fn func(multicluster.ClusterName)) { labelSubscribers = append(labelSubscribers, fn) }}
-		trustOpts.Fence = ownership
-		if err := trust.SetupWithManager(mgr, trustOpts); err != nil {
-			return err
+	h := &Hub{opts: o, scheme: scheme}
+	for _, setup := range []func(*rest.Config) error{
+		h.setupInventory, h.setupManager, h.setupACME, h.setupPolicy, h.setupRotation,
+		h.setupCertsync, h.setupShim, h.setupTrust, h.setupHealth,
+	} {
+		if err := setup(cfg); err != nil {
+			return nil, err
 		}
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	ready := healthz.Ping
-	if sc, ok := coord.(*shard.Coordinator); ok {
-		ready = func(*http.Request) error {
-			if !sc.Ready() {
-				return errors.New("shard membership not synced yet")
-			}
-			return nil
-		}
-	}
-	if err := mgr.AddReadyzCheck("shard", ready); err != nil {
-		return err
-	}
-	if err := mgr.Start(ctx); err != nil {
+	return h, nil
+}
+
+// Start runs the manager (every component) until ctx is done.
+func (h *Hub) Start(ctx context.Context) error {
+	if err := h.mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager stopped: %w", err)
 	}
 	return nil

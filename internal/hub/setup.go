@@ -1,0 +1,225 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/rotation"
+	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/trust"
+)
+
+// One setup function per component, called by New in this order:
+// inventory (with the coordinator and the policy engine), manager, ACME and
+// the issuers, policy, rotation, certsync, shim, trust, health.
+
+// shimOptions are the Ingress and Gateway shims' options.
+func (h *Hub) shimOptions() shim.Options {
+	o := h.opts
+	return shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
+		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup,
+		AutoCertificateAnnotations: o.AutoCertificateAnnotations, Fence: h.fence}
+}
+
+// weight is each cluster's share of the shared budgets.
+func (h *Hub) weight(cluster string) float64 {
+	return budget.ParseWeight(h.provider.ClusterLabels(multicluster.ClusterName(cluster)))
+}
+
+// setupInventory builds the coordinator and the provider of the clusters
+// the Argo CD Secrets describe, with the policy engine (which reads the
+// clusters' labels, and is told when they change).
+func (h *Hub) setupInventory(cfg *rest.Config) error {
+	o := h.opts
+	selector, err := labels.Parse(o.ClusterSelector)
+	if err != nil {
+		return fmt.Errorf("invalid --cluster-selector: %w", err)
+	}
+	h.policies, err = policy.New(policy.Options{Default: policy.Mode(o.DefaultPolicy), ClusterLabels: func(name string) map[string]string {
+		return h.provider.ClusterLabels(multicluster.ClusterName(name))
+	}})
+	if err != nil {
+		return err
+	}
+	if h.coord, h.shard, err = newCoordinator(cfg, o); err != nil {
+		return err
+	}
+	// Only our coordinator decides what each replica connects to; without
+	// it (or with upstream's, which needs every cluster engaged to decide)
+	// every replica connects every cluster.
+	var gate inventory.Gate
+	if h.shard != nil {
+		gate, h.fence = h.shard, h.shard
+	}
+	shimOpts := h.shimOptions()
+	informers := func(scoped bool) []client.Object {
+		out := append(certsync.Informers(), shim.Informers(shimOpts)...)
+		if o.TrustBundles && !scoped {
+			out = append(out, trust.Informers()...)
+		}
+		return out
+	}
+	h.provider, err = inventory.New(inventory.Options{
+		Namespace:      o.ClusterSecretNamespace,
+		Selector:       selector,
+		KubeconfigDir:  o.KubeconfigDir,
+		Scheme:         h.scheme,
+		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
+		OnLabelsChanged: func(name multicluster.ClusterName) {
+			h.policies.Changed()
+			for _, fn := range h.labelSubscribers {
+				fn(name)
+			}
+		},
+		AllowPlainHTTP: o.AllowPlainHTTPClusters,
+		AllowLinkLocal: o.AllowLinkLocalClusters,
+		RequestTimeout: o.RequestTimeout,
+		ExecPlugins:    append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
+		ExecShim:       o.ExecShim,
+		Gate:           gate,
+		Informers:      informers,
+		Compression:    o.DownstreamCompression,
+	})
+	return err
+}
+
+// setupManager creates the multicluster manager (with the coordinator) and
+// sets the provider up on it.
+func (h *Hub) setupManager(cfg *rest.Config) error {
+	o := h.opts
+	var mcOpts []mcmanager.Option
+	if h.coord != nil {
+		mcOpts = append(mcOpts, mcmanager.WithCoordinator(h.coord))
+	}
+	var err error
+	h.mgr, err = mcmanager.New(cfg, h.provider, manager.Options{
+		Scheme:                 h.scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthProbeAddr,
+		PprofBindAddress:       pprofAddr(o.PprofAddr),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:    {Namespaces: hubSecretCache(o)},
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // CA rotation state
+			&hubapi.ACMEOrder{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}}, // the hub's ACME orders
+		}},
+	}, mcOpts...)
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	if err := h.provider.SetupWithManager(h.mgr); err != nil {
+		return fmt.Errorf("failed to set up inventory: %w", err)
+	}
+	return nil
+}
+
+// setupACME sets up the ACME service and the issuer resolver that uses it.
+func (h *Hub) setupACME(*rest.Config) error {
+	o := h.opts
+	var err error
+	h.acme, err = acme.SetupWithManager(h.mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: h.weight,
+		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
+		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
+	if err != nil {
+		return fmt.Errorf("failed to set up ACME: %w", err)
+	}
+	h.issuers, err = issuance.New(issuance.Options{Client: h.mgr.GetLocalManager().GetClient(), Namespace: o.Namespace, ACME: h.acme.Issuer})
+	return err
+}
+
+// setupPolicy watches the IssuancePolicies.
+func (h *Hub) setupPolicy(*rest.Config) error {
+	if err := h.policies.SetupWithManager(h.mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("failed to set up issuance policies: %w", err)
+	}
+	return nil
+}
+
+// setupRotation sets up the CA rotations. Each replica is connected only to
+// its own clusters: it reports on those (its fence says which), and reads
+// the others' reports.
+func (h *Hub) setupRotation(*rest.Config) error {
+	o := h.opts
+	var err error
+	h.rotator, err = rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
+		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: h.provider.Clusters, Scoped: h.provider.NamespaceScoped,
+		GetCluster: h.mgr.GetCluster, Hub: h.mgr.GetLocalManager().GetClient(), Recorder: h.mgr.GetLocalManager().GetEventRecorder("certhub"),
+		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: h.fence, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
+	if err != nil {
+		return err
+	}
+	return h.mgr.GetLocalManager().Add(h.rotator)
+}
+
+// setupCertsync sets up the Certificate reconciler of every engaged cluster.
+func (h *Hub) setupCertsync(*rest.Config) error {
+	o := h.opts
+	var issuanceBudget certsync.Budget
+	if o.IssuanceRate > 0 {
+		issuanceBudget = budget.New(budget.Options{Rate: o.IssuanceRate, Fence: h.fence, Weight: h.weight})
+	}
+	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget,
+		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
+		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
+		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
+		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
+		return fmt.Errorf("failed to set up certsync: %w", err)
+	}
+	return nil
+}
+
+// setupShim sets up cert-manager's certificate-shim for Ingresses and Gateways.
+func (h *Hub) setupShim(*rest.Config) error {
+	return shim.SetupWithManager(h.mgr, h.shimOptions())
+}
+
+// setupTrust sets up the trust bundles, when on.
+func (h *Hub) setupTrust(*rest.Config) error {
+	o := h.opts
+	if !o.TrustBundles {
+		return nil
+	}
+	nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
+	return trust.SetupWithManager(h.mgr, trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
+		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.fence,
+		Engage:          func(name multicluster.ClusterName) bool { return !h.provider.NamespaceScoped(name) },
+		SubscribeLabels: func(fn func(multicluster.ClusterName)) { h.labelSubscribers = append(h.labelSubscribers, fn) }})
+}
+
+// setupHealth adds /healthz and /readyz: ready once shard membership synced.
+func (h *Hub) setupHealth(*rest.Config) error {
+	if err := h.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	ready := healthz.Ping
+	if sc := h.shard; sc != nil {
+		ready = func(*http.Request) error {
+			if !sc.Ready() {
+				return errors.New("shard membership not synced yet")
+			}
+			return nil
+		}
+	}
+	return h.mgr.AddReadyzCheck("shard", ready)
+}

@@ -162,7 +162,6 @@ func ready(c *cmapi.Certificate) *cmapi.CertificateCondition {
 
 func rev(c *cmapi.Certificate) int { return ptr.Deref(c.Status.Revision, 0) }
 
-
 // fakeBudget admits when open, else asks for wait; it records the due times asked with.
 type fakeBudget struct {
 	open   bool

@@ -310,7 +310,7 @@ func TestCerthubReadsSecretsLikeArgoCD(t *testing.T) {
 // registrationsFile is the table `certhub cluster validate` is unit-tested
 // with (every form of Argo CD's declarative setup); here Argo CD converts the
 // same documents and certhub must agree wherever Argo CD accepts them.
-const registrationsFile = "../../internal/app/testdata/registrations/valid.yaml"
+const registrationsFile = "../../internal/inventory/testdata/registrations/valid.yaml"
 
 // readRegistrations decodes the Secrets of file as the API server stores
 // them (stringData folded over data), keyed by namespace/name as certhub

@@ -67,7 +67,10 @@ type ACMEOrderSpec struct {
 	// +optional
 	IPAddresses []string `json:"ipAddresses,omitempty"`
 	// Request is the DER certificate signing request; its key is in the
-	// Secret of the same name in this namespace.
+	// Secret of the same name in this namespace. (No format: byte in the
+	// schema: the API server's CEL check of spec's immutability refuses
+	// such a field on status updates.)
+	// +kubebuilder:validation:Format=""
 	Request []byte `json:"request"`
 	// Attempt counts the failed orders of this issuance before this one.
 	// +optional
@@ -119,6 +122,7 @@ type ACMEOrderStatus struct {
 	// +optional
 	PresentedAt *metav1.Time `json:"presentedAt,omitempty"`
 	// Certificate is the issued chain (PEM), when Valid.
+	// +kubebuilder:validation:Format=""
 	// +optional
 	Certificate []byte `json:"certificate,omitempty"`
 	// Reason says why the order failed, when Errored.

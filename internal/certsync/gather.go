@@ -65,17 +65,20 @@ func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (keystore
 
 // notAdoptable says why certhub may not take over s, a Secret it did not
 // write, for crt ("" when it may): only an Opaque or kubernetes.io/tls
-// Secret whose AdoptAnnotation names crt.
+// Secret in crt's namespace that cert-manager wrote for crt (its
+// cert-manager.io/certificate-name annotation names crt: cert-manager's own
+// ownership rule, so a fleet moves from cert-manager without a hand
+// annotation), or whose AdoptAnnotation names crt.
 func notAdoptable(s *corev1.Secret, crt *cmapi.Certificate) string {
 	switch s.Type {
 	case "", corev1.SecretTypeOpaque, corev1.SecretTypeTLS:
 	default:
 		return fmt.Sprintf("Secret %q exists with type %s and was not written by certhub; certhub never takes over typed Secrets. Choose another secretName", s.Name, s.Type)
 	}
-	if s.Annotations[hubapi.AdoptSecretAnnotation] == crt.Name {
+	if s.Namespace == crt.Namespace && (s.Annotations[cmapi.CertificateNameKey] == crt.Name || s.Annotations[hubapi.AdoptSecretAnnotation] == crt.Name) {
 		return ""
 	}
-	return fmt.Sprintf("Secret %q exists and was not written by certhub; it is left untouched. To let this Certificate take it over, annotate the Secret (whoever may write it): %s: %q", s.Name, hubapi.AdoptSecretAnnotation, crt.Name)
+	return fmt.Sprintf("Secret %q exists and was not written by certhub nor by cert-manager for this Certificate; it is left untouched. To let this Certificate take it over, annotate the Secret (whoever may write it): %s: %q", s.Name, hubapi.AdoptSecretAnnotation, crt.Name)
 }
 
 // liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
@@ -135,6 +138,7 @@ func (r *reconciler) gather(ctx context.Context, t *target) (gathered, bool, rec
 			// Secrets only): look again for an adoption grant.
 			return gathered{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ReasonSecretNotOwned, why)
 		}
+		t.adopting = true
 	}
 	owner, others, err := secretOwner(ctx, cl.GetClient(), crt, secret)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -50,6 +51,8 @@ type target struct {
 	override     issuance.Issuer   // a CA rotation's new CA signs for this cluster (Options.Rotation)
 	ordering     bool              // the hub holds an order of this issuance (issuance.Orderer.InFlight): admitted before
 	template     *x509.Certificate // what is signed: the template the policy allowed, constrained by it
+	dry          bool              // the hub does not write in this cluster now (Options.Migration): decide, write nothing, plan
+	adopting     bool              // the Secret is cert-manager's, written for this Certificate: taken over
 	violation    bool              // an issued certificate the policies no longer allow
 	violationMsg string            // why
 }
@@ -61,6 +64,9 @@ type target struct {
 // have taken the cluster over. fence.ErrNotOwner when this replica may not
 // write now.
 func (r *reconciler) writeContext(ctx context.Context, t *target) (string, context.Context, func(), error) {
+	if t.dry {
+		return "", ctx, func() {}, fence.ErrNotOwner
+	}
 	if r.opts.Fence == nil {
 		return r.opts.Identity, ctx, func() {}, nil
 	}
@@ -69,6 +75,9 @@ func (r *reconciler) writeContext(ctx context.Context, t *target) (string, conte
 
 // stamp returns the writer stamp if this replica may write to t's cluster now.
 func (r *reconciler) stamp(t *target) (string, error) {
+	if t.dry {
+		return "", fence.ErrNotOwner
+	}
 	if r.opts.Fence == nil {
 		return r.opts.Identity, nil
 	}
@@ -119,6 +128,9 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return res, err
 	}
 	if !d.reissue {
+		if t.dry {
+			return r.planKeep(ctx, t, decision, d, in.now)
+		}
 		if r.opts.Budget != nil {
 			r.opts.Budget.Forget(budgetKey(t))
 		}
@@ -137,6 +149,9 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if !decision.Allowed {
 		// Nothing is signed nor written; a policy change decides it again.
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+decision.Message)
+	}
+	if t.dry {
+		return r.planIssue(ctx, t, d)
 	}
 	crt, now := t.crt, in.now
 	g := r.guard.decide(crt, in.secret, d.reason, now)
@@ -170,6 +185,9 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
+			if r.opts.Migration != nil {
+				r.opts.Migration.Forget(req.ClusterName, req.Namespace, req.Name)
+			}
 		}
 		return nil, reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -180,6 +198,13 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 	if _, err := r.stamp(t); err != nil {
 		logr.FromContextOrDiscard(ctx).V(1).Info("skipping: cluster not owned by this replica")
 		return nil, reconcile.Result{}, nil // the owner reconciles it
+	}
+	if m := r.opts.Migration; m != nil {
+		if m.Mode(req.ClusterName) == migrate.Off {
+			m.Forget(req.ClusterName, req.Namespace, req.Name)
+			return nil, reconcile.Result{}, nil // left alone
+		}
+		t.dry = !m.Writes(req.ClusterName)
 	}
 	crt, err := decodeCertificate(u)
 	if se := (*specError)(nil); errors.As(err, &se) {

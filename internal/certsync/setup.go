@@ -163,6 +163,11 @@ type Options struct {
 	// after a Secret deletion or a manual trigger start the count again).
 	// Defaults to DefaultLoopMaxIssuances.
 	LoopMaxIssuances int
+	// Migration, when set, says per cluster whether the hub writes there
+	// (certhub.io/mode, cert-manager still active); where it does not, every
+	// Certificate is decided and nothing is written: the decision goes to
+	// the plan (internal/migrate). Nil: the hub writes everywhere it owns.
+	Migration Migration
 	// LoopWindow defaults to DefaultLoopWindow.
 	LoopWindow time.Duration
 	// LoopBackoff is the first pause after the guard trips, doubled on each
@@ -292,8 +297,9 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		Named("certsync").
 		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
-		WatchesRawSource(feed.source()).                         // policy changes: every Certificate decided again
-		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)). // an issuer's news (a finished ACME order)
+		WatchesRawSource(feed.source()).                                         // policy changes: every Certificate decided again
+		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                 // an issuer's news (a finished ACME order)
+		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)). // a cluster's mode or conflict changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
 			NewQueue: newFairQueue(opts.MaxConcurrentReconcilesPerCluster)}). // clusters take turns, each in at most half the workers (fairqueue.go)
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/migrate"
 )
 
 // waitForBudget holds an issuance back until the budget admits it, saying
@@ -61,6 +63,12 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 // status; nothing else is written for it.
 func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstructured.Unstructured, se *specError) error {
 	msg := "Invalid Certificate spec: " + se.Error()
+	if t.dry {
+		if r.opts.Migration != nil {
+			r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: u.GetNamespace(), Name: u.GetName(), Action: migrate.ActionRefuse, Reason: se.reason, Message: msg})
+		}
+		return nil
+	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == string(cmapi.CertificateConditionReady) &&
@@ -136,6 +144,10 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 // setNotReady records why the Certificate cannot be issued, and emits a
 // Warning Event when that is news.
 func (r *reconciler) setNotReady(ctx context.Context, t *target, reason, message string) error {
+	if t.dry {
+		r.plan(t, migrate.ActionRefuse, reason, message)
+		return nil
+	}
 	prev := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady)
 	if prev == nil || prev.Status != cmmeta.ConditionFalse || prev.Reason != reason || prev.Message != message {
 		r.eventf(t, t.crt, corev1.EventTypeWarning, reason, "%s", message)

@@ -29,6 +29,11 @@ type input struct {
 	secret *corev1.Secret
 	now    time.Time
 	jitter float64 // Options.RenewalJitter
+	// adopting: secret is cert-manager's, written for crt (target.adopting).
+	adopting bool
+	// sameIssuer, when adopting, reports whether a certificate comes from
+	// the issuer identity crt names now (the same CA certificate).
+	sameIssuer func(*x509.Certificate) bool
 }
 
 // secretState is the parsed content of an existing Secret.
@@ -87,6 +92,11 @@ func parseSecret(s *corev1.Secret) *secretState {
 func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
 	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != ReasonRateLimited && c.Reason != issuance.ReasonOrderPending { // certhub's own waits are no trigger
+		if in.adopting && c.Reason != ReasonManuallyTriggered {
+			// cert-manager's own trigger, in flight when it stopped: the hub
+			// decides afresh; only a user's `cmctl renew` still asks.
+			return "", "", false
+		}
 		return ReasonManuallyTriggered, "Issuing condition set to True: " + c.Message, true
 	}
 	return "", "", false
@@ -134,11 +144,14 @@ func secretKeyMatchesCert(_ input, st *secretState) (string, string, bool) {
 	return "", "", false
 }
 
-func secretIssuerAnnotationsMatch(in input, _ *secretState) (string, string, bool) {
+func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bool) {
 	ref := in.crt.Spec.IssuerRef
 	a := in.secret.Annotations
-	if a[cmapi.IssuerNameAnnotationKey] != ref.Name || a[cmapi.IssuerKindAnnotationKey] != issuerKind(ref) ||
-		a[cmapi.IssuerGroupAnnotationKey] != ref.Group {
+	if (a[cmapi.IssuerNameAnnotationKey] != ref.Name || a[cmapi.IssuerKindAnnotationKey] != issuerKind(ref) ||
+		a[cmapi.IssuerGroupAnnotationKey] != ref.Group) && !(in.adopting && in.sameIssuer != nil && in.sameIssuer(st.cert)) {
+		// A Secret taken over from cert-manager keeps its certificate when
+		// the issuer now named is the same identity (cert-manager's CA
+		// issuer's key pair given to a hub ClusterIssuer).
 		return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
 	}
 	if a[cmapi.CertificateNameKey] != in.crt.Name {
@@ -222,7 +235,12 @@ type decision struct {
 // when it was read.
 func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decision, bool, reconcile.Result, error) {
 	crt, now := t.crt, in.now
-	reason, message, reissue, st := triggerChain.evaluate(input{crt: crt, secret: in.secret, now: now, jitter: r.opts.RenewalJitter})
+	base := input{crt: crt, now: now, jitter: r.opts.RenewalJitter, adopting: t.adopting}
+	if t.adopting {
+		base.sameIssuer = r.sameIssuer(ctx, t)
+	}
+	withSecret := func(s *corev1.Secret) input { i := base; i.secret = s; return i }
+	reason, message, reissue, st := triggerChain.evaluate(withSecret(in.secret))
 	if reissue && in.secret != nil {
 		// The cache may not have seen the last write to this Secret yet (ours
 		// a moment ago, or the previous owner's before a handoff): decide on
@@ -236,7 +254,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 				return decision{}, true, reconcile.Result{RequeueAfter: conflictRequeue}, nil // someone took the Secret over meanwhile; look again from the top
 			}
 			in.secret = live
-			reason, message, reissue, st = triggerChain.evaluate(input{crt: crt, secret: live, now: now, jitter: r.opts.RenewalJitter})
+			reason, message, reissue, st = triggerChain.evaluate(withSecret(live))
 		}
 	}
 	if reissue && claimsOrder(crt) {
@@ -273,6 +291,20 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 		}
 	}
 	return decision{reissue: reissue, reason: reason, message: message, state: st}, false, reconcile.Result{}, nil
+}
+
+// sameIssuer returns whether a certificate comes from the issuer identity
+// t's Certificate names (issuance.Voucher: the CA's own certificate signed
+// it); false when the issuer cannot tell or cannot be resolved.
+func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certificate) bool {
+	return func(cert *x509.Certificate) bool {
+		iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader())
+		if err != nil {
+			return false
+		}
+		v, ok := iss.(issuance.Voucher)
+		return ok && cert != nil && v.Issued(cert)
+	}
 }
 
 // claimsOrder reports whether crt's status says an order of the hub runs

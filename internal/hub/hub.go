@@ -29,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
@@ -181,6 +182,9 @@ type Hub struct {
 	acme     *acme.Service
 	issuers  *issuance.Resolver
 	rotator  *rotation.Rotator
+	// gate says per cluster whether the hub writes there (mode, cert-manager
+	// still active); it is also the fence of trust and shim.
+	gate *migrate.Gate
 	// labelSubscribers are told of a cluster whose Secret's labels changed
 	// (trust scopes); set before the manager starts, read only after.
 	labelSubscribers []func(multicluster.ClusterName)
@@ -208,7 +212,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 	}
 	h := &Hub{opts: o, scheme: scheme}
 	for _, setup := range []func(*rest.Config) error{
-		h.setupInventory, h.setupManager, h.setupACME, h.setupPolicy, h.setupRotation,
+		h.setupInventory, h.setupManager, h.setupMigration, h.setupACME, h.setupPolicy, h.setupRotation,
 		h.setupCertsync, h.setupShim, h.setupTrust, h.setupHealth,
 	} {
 		if err := setup(cfg); err != nil {

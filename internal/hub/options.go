@@ -13,6 +13,7 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
@@ -90,6 +91,11 @@ type Options struct {
 	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
+	// CertManagerCheckInterval is how often each cluster is looked at for
+	// a running cert-manager (internal/migrate); CertManagerLeaseNamespace
+	// holds its leader-election Lease.
+	CertManagerCheckInterval  time.Duration
+	CertManagerLeaseNamespace string
 	// IssuanceRate is certificates per second for the whole hub (0: no
 	// limit); each replica admits its share, by the clusters it owns.
 	IssuanceRate float64
@@ -166,6 +172,8 @@ func NewOptions() *Options {
 		RotationPause:              5 * time.Minute,
 		RotationDeadline:           30 * time.Minute,
 		RotationGrace:              10 * time.Minute,
+		CertManagerCheckInterval:   migrate.DefaultInterval,
+		CertManagerLeaseNamespace:  migrate.DefaultLeaseNamespace,
 		IngressShim:                true,
 		TrustBundles:               true,
 		Controllers:                "*",

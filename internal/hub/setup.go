@@ -23,8 +23,10 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shim"
@@ -32,15 +34,43 @@ import (
 )
 
 // One setup function per component, called by New in this order:
-// inventory (with the coordinator and the policy engine), manager, ACME and
-// the issuers, policy, rotation, certsync, shim, trust, health.
+// inventory (with the coordinator and the policy engine), manager,
+// migration (the gate), ACME and the issuers, policy, rotation, certsync,
+// shim, trust, health.
 
 // shimOptions are the Ingress and Gateway shims' options.
 func (h *Hub) shimOptions() shim.Options {
 	o := h.opts
 	return shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
 		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup,
-		AutoCertificateAnnotations: o.AutoCertificateAnnotations, Fence: h.fence}
+		AutoCertificateAnnotations: o.AutoCertificateAnnotations, Fence: h.writeFence()}
+}
+
+// writeFence is the fence of the writers that write only where the hub
+// issues (trust, shim): the migration gate once it exists.
+func (h *Hub) writeFence() fence.Fence {
+	if h.gate != nil {
+		return h.gate
+	}
+	return h.fence
+}
+
+// setupMigration sets up the gate that decides, per cluster, whether the
+// hub writes there: its mode (certhub.io/mode) and whether cert-manager is
+// still active there (internal/migrate).
+func (h *Hub) setupMigration(*rest.Config) error {
+	o := h.opts
+	local := h.mgr.GetLocalManager()
+	var err error
+	h.gate, err = migrate.New(migrate.Options{Fence: h.fence, Identity: o.Identity, Labels: h.provider.ClusterLabels,
+		Clusters: h.provider.ClusterNames, GetCluster: h.mgr.GetCluster, Secret: h.provider.SecretOf,
+		Hub: local.GetClient(), Namespace: o.Namespace, Recorder: local.GetEventRecorder("certhub"),
+		Interval: o.CertManagerCheckInterval, LeaseNamespace: o.CertManagerLeaseNamespace, Registerer: crmetrics.Registry})
+	if err != nil {
+		return err
+	}
+	h.labelSubscribers = append(h.labelSubscribers, h.gate.LabelsChanged)
+	return local.Add(h.gate)
 }
 
 // weight is each cluster's share of the shared budgets.
@@ -182,7 +212,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
-		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster,
+		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
@@ -202,7 +232,7 @@ func (h *Hub) setupTrust(*rest.Config) error {
 	}
 	nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
 	return trust.SetupWithManager(h.mgr, trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
-		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.fence,
+		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.writeFence(),
 		Engage:          func(name multicluster.ClusterName) bool { return !h.provider.NamespaceScoped(name) },
 		SubscribeLabels: func(fn func(multicluster.ClusterName)) { h.labelSubscribers = append(h.labelSubscribers, fn) }})
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -41,14 +42,15 @@ func leanMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 // wellKnown maps the kinds the hub reads and writes downstream whose
 // resource and scope are the same in every cluster it can serve: core/v1
 // Secrets, ConfigMaps, Namespaces and Events, events.k8s.io/v1 Events,
-// networking.k8s.io/v1 Ingresses, and cert-manager.io/v1 Certificates (the
-// connection probe has listed them). Asking a cluster's discovery for one
+// networking.k8s.io/v1 Ingresses, coordination.k8s.io/v1 Leases (cert-manager's
+// leader election, internal/migrate), and cert-manager.io/v1 Certificates
+// (the connection probe has listed them). Asking a cluster's discovery for one
 // loads its whole group version (all of core/v1: ~50 KiB per cluster,
 // P6'). Gateway API kinds are not here: whether a cluster serves them is
 // the cluster's to say.
 var wellKnown = func() *meta.DefaultRESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion,
-		networkingv1.SchemeGroupVersion, cmapi.SchemeGroupVersion})
+		networkingv1.SchemeGroupVersion, cmapi.SchemeGroupVersion, coordinationv1.SchemeGroupVersion})
 	for _, gvk := range []schema.GroupVersionKind{
 		corev1.SchemeGroupVersion.WithKind("Secret"),
 		corev1.SchemeGroupVersion.WithKind("ConfigMap"),
@@ -56,6 +58,7 @@ var wellKnown = func() *meta.DefaultRESTMapper {
 		eventsv1.SchemeGroupVersion.WithKind("Event"),
 		networkingv1.SchemeGroupVersion.WithKind("Ingress"),
 		cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		m.Add(gvk, meta.RESTScopeNamespace)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -383,6 +384,19 @@ func (p *Provider) ClusterLabels(name multicluster.ClusterName) map[string]strin
 		return e.labels
 	}
 	return nil
+}
+
+// SecretOf names the Argo CD cluster Secret that registers a served
+// cluster; false for kubeconfig-file clusters and unknown names.
+func (p *Provider) SecretOf(name multicluster.ClusterName) (types.NamespacedName, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.clusters[name]
+	if !ok || p.opts.KubeconfigDir != "" {
+		return types.NamespacedName{}, false
+	}
+	ns, n, found := strings.Cut(e.source, "/")
+	return types.NamespacedName{Namespace: ns, Name: n}, found
 }
 
 // Clusters returns every valid registration's cluster and its Secret

@@ -1,6 +1,7 @@
 package issuance
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/x509"
@@ -45,4 +46,10 @@ func (c *ca) Sign(_ context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("failed to sign certificate with CA: %w", err)
 	}
 	return Result{ChainPEM: bundle.ChainPEM, CAPEM: bundle.CAPEM}, nil
+}
+
+// Issued reports whether cert was signed by this CA's key (its signing
+// certificate).
+func (c *ca) Issued(cert *x509.Certificate) bool {
+	return cert.CheckSignatureFrom(c.certs[0]) == nil && bytes.Equal(cert.RawIssuer, c.certs[0].RawSubject)
 }

@@ -116,6 +116,13 @@ type Pending struct {
 
 func (p *Pending) Error() string { return p.Reason + ": " + p.Message }
 
+// Voucher is an Issuer that can tell whether a certificate it did not
+// write comes from its own identity (a CA: its certificate signed it), so
+// a Secret taken over from cert-manager keeps its certificate.
+type Voucher interface {
+	Issued(cert *x509.Certificate) bool
+}
+
 // Issuer signs certificate requests. Implementations are safe for concurrent use.
 type Issuer interface {
 	Sign(ctx context.Context, req Request) (Result, error)

@@ -17,6 +17,22 @@ const (
 	IssuanceWeightLabel = KeyPrefix + "issuance-weight"
 	// WaveLabel orders the clusters into CA rotation waves (numeric).
 	WaveLabel = KeyPrefix + "wave"
+	// ModeLabel is what the hub does in the cluster (internal/migrate):
+	// ModeIssue (the default, also when absent), ModeObserve (decide and
+	// report, write nothing), ModeOff (leave the cluster alone, keep it in
+	// the inventory) or ModeForceIssue (issue although cert-manager looks
+	// active there). A label, so waves move by `kubectl label` or a Git
+	// change and clusters are listed by mode (-l certhub.io/mode=observe).
+	// Any other value is read as ModeObserve: a typo never writes.
+	ModeLabel = KeyPrefix + "mode"
+)
+
+// ModeLabel's values.
+const (
+	ModeIssue      = "issue"
+	ModeObserve    = "observe"
+	ModeOff        = "off"
+	ModeForceIssue = "force-issue"
 )
 
 // On ClusterIssuers in the hub (set by the platform team).
@@ -103,6 +119,10 @@ const (
 	BudgetLabel = KeyPrefix + "budget"
 	// RotationStateLabel marks the CA rotation state ConfigMaps.
 	RotationStateLabel = KeyPrefix + "rotation"
+	// MigrationReportLabel marks the per-cluster migration reports
+	// (ConfigMaps certhub-migration-<cluster>: mode, conflict, the plan
+	// of an observed cluster), value "true".
+	MigrationReportLabel = KeyPrefix + "migration-report"
 	// RotationReportLabel marks the rotation progress report ConfigMaps
 	// (value "true").
 	RotationReportLabel = KeyPrefix + "rotation-report"

@@ -1,0 +1,109 @@
+package certsync
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/policy"
+)
+
+// Migration says, per cluster, whether the hub writes there, and keeps
+// what it would do where it does not (the plan). *migrate.Gate implements it.
+type Migration interface {
+	// Mode is the cluster's mode (certhub.io/mode).
+	Mode(cluster multicluster.ClusterName) migrate.Mode
+	// Writes reports whether the hub may write in the cluster now (its
+	// mode, and cert-manager not active there).
+	Writes(cluster multicluster.ClusterName) bool
+	// Plan records what the hub would do with one Certificate.
+	Plan(cluster multicluster.ClusterName, v migrate.Verdict)
+	// Forget removes a Certificate from the plan.
+	Forget(cluster multicluster.ClusterName, namespace, name string)
+	// Subscribe calls fn with each cluster whose Mode or Writes changed.
+	Subscribe(fn func(multicluster.ClusterName))
+}
+
+// plan records t's verdict when the hub only observes t's cluster.
+func (r *reconciler) plan(t *target, action migrate.Action, reason, message string) {
+	if r.opts.Migration == nil {
+		return
+	}
+	r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: t.crt.Namespace, Name: t.crt.Name, Action: action,
+		Adopting: t.adopting, Reason: reason, Message: message})
+}
+
+// migrationSource queues every Certificate of a cluster whose mode or
+// Writes answer changed (observe → issue: they are issued now).
+func migrationSource(m Migration, get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error), log logr.Logger) source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		if m == nil {
+			return nil
+		}
+		m.Subscribe(func(name multicluster.ClusterName) {
+			cl, err := get(ctx, name)
+			if err != nil {
+				return // not engaged here
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
+			if err := cl.GetCache().List(ctx, list); err != nil {
+				log.Error(err, "failed to list Certificates after a mode change", "cluster", name)
+				return
+			}
+			for i := range list.Items {
+				q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}})
+			}
+			log.V(1).Info("cluster mode or conflict changed; Certificates decided again", "cluster", name, "certificates", len(list.Items))
+		})
+		return nil
+	})
+}
+
+// planKeep records, in a cluster the hub does not write in, that the
+// Secret's certificate stays (taken over from cert-manager when adopting).
+func (r *reconciler) planKeep(_ context.Context, t *target, decision policy.Decision, d decision, now time.Time) (reconcile.Result, error) {
+	action, reason, message := migrate.ActionKeep, ReasonReady, "Certificate is up to date and has not expired"
+	if t.adopting {
+		action, message = migrate.ActionAdopt, "The Secret cert-manager wrote for this Certificate matches the spec and comes from the same issuer: taken over without a new certificate"
+	}
+	switch {
+	case d.state != nil && d.state.cert != nil && !now.Before(d.state.cert.NotAfter):
+		reason, message = ReasonExpired, "Certificate expired on "+d.state.cert.NotAfter.Format(time.RFC1123)
+	case !decision.Allowed:
+		reason, message = ReasonPolicyDenied, "Kept, but the issuance policies no longer allow it: "+decision.Message
+	}
+	r.plan(t, action, reason, message)
+	return reconcile.Result{}, nil
+}
+
+// planIssue records, in a cluster the hub does not write in, that a
+// certificate would be issued, or why not (the issuer).
+func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reconcile.Result, error) {
+	if _, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader()); err != nil {
+		var ie *issuance.Error
+		if !errors.As(err, &ie) {
+			return reconcile.Result{}, err
+		}
+		r.plan(t, migrate.ActionRefuse, ie.Reason, ie.Message)
+		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
+	}
+	action := migrate.ActionReissue
+	if d.state == nil || d.state.cert == nil {
+		action = migrate.ActionIssue
+	}
+	r.plan(t, action, d.reason, d.message)
+	return reconcile.Result{}, nil
+}

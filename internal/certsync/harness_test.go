@@ -54,12 +54,19 @@ func (caIssuer) Sign(_ context.Context, req issuance.Request) (issuance.Result, 
 	return issuance.Result{ChainPEM: b.ChainPEM, CAPEM: b.CAPEM}, nil
 }
 
-// fakeResolver resolves every issuerRef to caIssuer, or fails with err.
-type fakeResolver struct{ err error }
+// fakeResolver resolves every issuerRef to caIssuer (vouchingCA when
+// vouch), or fails with err.
+type fakeResolver struct {
+	err   error
+	vouch bool
+}
 
 func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, client.Reader) (issuance.Issuer, error) {
 	if f.err != nil {
 		return nil, f.err
+	}
+	if f.vouch {
+		return vouchingCA{}, nil
 	}
 	return caIssuer{}, nil
 }

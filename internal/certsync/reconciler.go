@@ -127,6 +127,11 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if stop {
 		return res, err
 	}
+	if t.adopting && !t.dry {
+		if err := r.dropStaleRequests(ctx, t); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if !d.reissue {
 		if t.dry {
 			return r.planKeep(ctx, t, decision, d, in.now)

@@ -147,11 +147,13 @@ func secretKeyMatchesCert(_ input, st *secretState) (string, string, bool) {
 func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bool) {
 	ref := in.crt.Spec.IssuerRef
 	a := in.secret.Annotations
-	if (a[cmapi.IssuerNameAnnotationKey] != ref.Name || a[cmapi.IssuerKindAnnotationKey] != issuerKind(ref) ||
-		a[cmapi.IssuerGroupAnnotationKey] != ref.Group) && !(in.adopting && in.sameIssuer != nil && in.sameIssuer(st.cert)) {
-		// A Secret taken over from cert-manager keeps its certificate when
-		// the issuer now named is the same identity (cert-manager's CA
-		// issuer's key pair given to a hub ClusterIssuer).
+	named := a[cmapi.IssuerNameAnnotationKey] == ref.Name && a[cmapi.IssuerKindAnnotationKey] == issuerKind(ref) &&
+		a[cmapi.IssuerGroupAnnotationKey] == ref.Group
+	// A Secret taken over from cert-manager keeps its certificate when the
+	// issuer now named is the same identity (cert-manager's CA issuer's key
+	// pair given to a hub ClusterIssuer).
+	vouched := in.adopting && in.sameIssuer != nil && in.sameIssuer(st.cert)
+	if !named && !vouched {
 		return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
 	}
 	if a[cmapi.CertificateNameKey] != in.crt.Name {

@@ -58,6 +58,7 @@ var wellKnown = func() *meta.DefaultRESTMapper {
 		eventsv1.SchemeGroupVersion.WithKind("Event"),
 		networkingv1.SchemeGroupVersion.WithKind("Ingress"),
 		cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind),
+		cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateRequestKind),
 		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		m.Add(gvk, meta.RESTScopeNamespace)

@@ -270,7 +270,7 @@ func (g *Gate) Start(ctx context.Context) error {
 	}
 }
 
-// NeedLeaderElection: every replica looks at the clusters it owns.
+// NeedLeaderElection is false: every replica looks at the clusters it owns.
 func (g *Gate) NeedLeaderElection() bool { return false }
 
 // pass looks at the owned clusters (only those never looked at when

@@ -1,0 +1,188 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+
+func TestModeOf(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		mode   migrate.Mode
+		valid  bool
+		writes bool
+	}{
+		{labels: nil, mode: migrate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": ""}, mode: migrate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "issue"}, mode: migrate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "observe"}, mode: migrate.Observe, valid: true},
+		{labels: map[string]string{"certhub.io/mode": "off"}, mode: migrate.Off, valid: true},
+		{labels: map[string]string{"certhub.io/mode": "force-issue"}, mode: migrate.ForceIssue, valid: true, writes: true},
+		// A typo never writes.
+		{labels: map[string]string{"certhub.io/mode": "isue"}, mode: migrate.Observe},
+		{labels: map[string]string{"certhub.io/mode": "Issue"}, mode: migrate.Observe},
+	} {
+		m, valid := migrate.ModeOf(tc.labels)
+		if m != tc.mode || valid != tc.valid || m.Writes() != tc.writes {
+			t.Errorf("ModeOf(%v) = %s, %t (writes %t); want %s, %t (writes %t)", tc.labels, m, valid, m.Writes(), tc.mode, tc.valid, tc.writes)
+		}
+	}
+}
+
+func TestLeaseHeld(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lease *coordinationv1.Lease
+		held  bool
+	}{
+		"renewed within its duration":    {lease: fixture.CertManagerLease("cm-1", now.Add(-59*time.Second), 60), held: true},
+		"renewed one duration ago":       {lease: fixture.CertManagerLease("cm-1", now.Add(-60*time.Second), 60)},
+		"expired long ago":               {lease: fixture.CertManagerLease("cm-1", now.Add(-time.Hour), 60)},
+		"released (no holder)":           {lease: fixture.CertManagerLease("", now, 60)},
+		"renewed in the future (skewed)": {lease: fixture.CertManagerLease("cm-1", now.Add(time.Minute), 15), held: true},
+		"no duration: cert-manager's 60 s default": {lease: func() *coordinationv1.Lease {
+			l := fixture.CertManagerLease("cm-1", now.Add(-50*time.Second), 0)
+			l.Spec.LeaseDurationSeconds = nil
+			return l
+		}(), held: true},
+		"acquired, never renewed": {lease: func() *coordinationv1.Lease {
+			l := fixture.CertManagerLease("cm-1", now.Add(-10*time.Second), 15)
+			l.Spec.RenewTime = nil
+			return l
+		}(), held: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			held, msg := migrate.LeaseHeld(tc.lease, now)
+			if held != tc.held {
+				t.Fatalf("held = %t (%q); want %t", held, msg, tc.held)
+			}
+			if held && msg == "" {
+				t.Error("a held Lease must say who holds it")
+			}
+		})
+	}
+}
+
+func TestCertManagerWrite(t *testing.T) {
+	since := now.Add(-30 * time.Second)
+	entry := func(manager string, at time.Time) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: &metav1.Time{Time: at}}
+	}
+	for name, tc := range map[string]struct {
+		fields  []metav1.ManagedFieldsEntry
+		manager string
+	}{
+		"issuing after since":           {fields: []metav1.ManagedFieldsEntry{entry("cert-manager-certificates-issuing", now)}, manager: "cert-manager-certificates-issuing"},
+		"in since's second":             {fields: []metav1.ManagedFieldsEntry{entry("cert-manager-certificates-readiness", since.Truncate(time.Second))}, manager: "cert-manager-certificates-readiness"},
+		"before since":                  {fields: []metav1.ManagedFieldsEntry{entry("cert-manager-certificates-trigger", since.Add(-time.Second))}},
+		"the hub's own writes":          {fields: []metav1.ManagedFieldsEntry{entry("certhub", now)}},
+		"argocd applying the spec":      {fields: []metav1.ManagedFieldsEntry{entry("argocd-controller", now)}},
+		"no time":                       {fields: []metav1.ManagedFieldsEntry{{Manager: "cert-manager-certificates-issuing"}}},
+		"an old and a new cert-manager": {fields: []metav1.ManagedFieldsEntry{entry("cert-manager-x", since.Add(-time.Hour)), entry("cert-manager-y", now)}, manager: "cert-manager-y"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, _, ok := migrate.CertManagerWrite(tc.fields, since)
+			if ok != (tc.manager != "") || m != tc.manager {
+				t.Errorf("= %q, %t; want %q", m, ok, tc.manager)
+			}
+		})
+	}
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(s), cmapi.AddToScheme(s)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// forbid makes c refuse reads of the kinds named, as RBAC does.
+func forbid(kinds ...string) interceptor.Funcs {
+	denied := func(obj runtime.Object) error {
+		for _, k := range kinds {
+			switch obj.(type) {
+			case *coordinationv1.Lease:
+				if k == "Lease" {
+					return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))
+				}
+			case *metav1.PartialObjectMetadataList:
+				if k == "Certificate" {
+					return apierrors.NewForbidden(schema.GroupResource{Group: "cert-manager.io", Resource: "certificates"}, "", errors.New("no"))
+				}
+			}
+		}
+		return nil
+	}
+	return interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := denied(obj); err != nil {
+				return err
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := denied(list); err != nil {
+				return err
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}
+}
+
+func TestLook(t *testing.T) {
+	since := now.Add(-30 * time.Second)
+	written := fixture.Certificate("shop", "web", "ca")
+	fixture.WrittenBy(written, "cert-manager-certificates-readiness", now.Add(-time.Second))
+	quiet := fixture.Certificate("shop", "api", "ca")
+	fixture.WrittenBy(quiet, "cert-manager-certificates-issuing", now.Add(-time.Hour))
+	fixture.WrittenBy(quiet, "certhub", now)
+	for name, tc := range map[string]struct {
+		objs    []client.Object
+		forbid  []string
+		active  bool
+		skipped int
+	}{
+		"nothing":                            {},
+		"the Lease held":                     {objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60)}, active: true},
+		"the Lease expired, nothing written": {objs: []client.Object{fixture.CertManagerLease("cm-1", now.Add(-2*time.Minute), 60), quiet}},
+		"the Lease released, a status written by cert-manager since": {
+			objs: []client.Object{fixture.CertManagerLease("", now, 60), quiet, written}, active: true},
+		"the Lease forbidden (namespaced registration), a write seen": {
+			objs: []client.Object{written}, forbid: []string{"Lease"}, active: true, skipped: 1},
+		"the Lease forbidden, Certificates forbidden": {
+			objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60), written}, forbid: []string{"Lease", "Certificate"}, skipped: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.objs...).WithInterceptorFuncs(forbid(tc.forbid...)).WithReturnManagedFields().Build()
+			a, err := migrate.Look(context.Background(), c, migrate.DefaultLeaseNamespace, since, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Active() != tc.active || len(a.Skipped()) != tc.skipped {
+				t.Errorf("active %t (%q), skipped %v; want active %t, %d skipped", a.Active(), a.Message(), a.Skipped(), tc.active, tc.skipped)
+			}
+			if a.Active() && a.Message() == "" {
+				t.Error("an active cert-manager must be explained")
+			}
+		})
+	}
+}

@@ -1,0 +1,30 @@
+package migrate
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// Test seams for the external test package (it uses test/fixture, which
+// imports certsync, which imports this package).
+var (
+	Look             = look
+	LeaseHeld        = leaseHeld
+	CertManagerWrite = certManagerWrite
+)
+
+// Active and Skipped read a look's answer.
+func (a activity) Active() bool      { return a.active }
+func (a activity) Skipped() []string { return a.skipped }
+func (a activity) Message() string   { return a.message }
+
+// WithClock makes the gate run on c.
+func WithClock(o Options, c clock.WithTicker) Options {
+	o.clock = c
+	return o
+}
+
+// Pass runs one pass of the gate's loop.
+func (g *Gate) Pass(ctx context.Context) { g.pass(ctx, logr.Discard(), false) }

@@ -1,0 +1,339 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/internal/fence"
+	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+const hubNamespace = "certhub"
+
+// bed is one gate over one downstream cluster "c1" (a fake client), its
+// Argo CD Secret's labels, and the hub (another fake client).
+type bed struct {
+	gate     *migrate.Gate
+	clock    *clocktesting.FakeClock
+	down     client.Client
+	hub      client.Client
+	recorder *events.FakeRecorder
+	reg      *prometheus.Registry
+
+	mu       sync.Mutex
+	labels   map[string]string
+	owned    bool
+	notified []multicluster.ClusterName
+}
+
+func newBed(t *testing.T, labels map[string]string, downstream ...client.Object) *bed {
+	t.Helper()
+	s := scheme(t)
+	b := &bed{
+		clock:    clocktesting.NewFakeClock(now),
+		down:     fake.NewClientBuilder().WithScheme(s).WithObjects(downstream...).WithReturnManagedFields().Build(),
+		hub:      fake.NewClientBuilder().WithScheme(s).WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "cluster-c1"}}).Build(),
+		recorder: events.NewFakeRecorder(10),
+		reg:      prometheus.NewRegistry(),
+		labels:   labels,
+		owned:    true,
+	}
+	g, err := migrate.New(migrate.WithClock(migrate.Options{
+		Fence:  b,
+		Labels: func(multicluster.ClusterName) map[string]string { b.mu.Lock(); defer b.mu.Unlock(); return b.labels },
+		Clusters: func() []multicluster.ClusterName {
+			return []multicluster.ClusterName{"c1"}
+		},
+		GetCluster: func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) {
+			return fixture.NewFakeCluster(b.down), nil
+		},
+		Secret: func(multicluster.ClusterName) (types.NamespacedName, bool) {
+			return types.NamespacedName{Namespace: "argocd", Name: "cluster-c1"}, true
+		},
+		Hub: b.hub, Namespace: hubNamespace, Recorder: b.recorder, Registerer: b.reg,
+	}, b.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Subscribe(func(n multicluster.ClusterName) { b.mu.Lock(); defer b.mu.Unlock(); b.notified = append(b.notified, n) })
+	b.gate = g
+	return b
+}
+
+// Owns and BeginWrite make the bed the gate's inner fence.
+func (b *bed) Owns(multicluster.ClusterName) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return "replica-0/1", b.owned
+}
+
+func (b *bed) BeginWrite(n multicluster.ClusterName) (string, time.Time, func(), bool) {
+	s, ok := b.Owns(n)
+	return s, time.Time{}, func() {}, ok
+}
+
+var _ fence.Fence = (*bed)(nil)
+
+func (b *bed) setMode(m string) {
+	b.mu.Lock()
+	b.labels = map[string]string{"certhub.io/mode": m}
+	b.mu.Unlock()
+	b.gate.LabelsChanged("c1")
+}
+
+func (b *bed) notifications() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.notified)
+}
+
+func (b *bed) report(t *testing.T) (migrate.Report, bool) {
+	t.Helper()
+	rs, err := migrate.ReadReports(context.Background(), b.hub, hubNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := rs["c1"]
+	return r, ok
+}
+
+func (b *bed) metric(t *testing.T, name string) string {
+	t.Helper()
+	var sb strings.Builder
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				fmt.Fprintf(&sb, "%s=%s,", l.GetName(), l.GetValue())
+			}
+			fmt.Fprintf(&sb, "%g;", m.GetGauge().GetValue())
+		}
+	}
+	return sb.String()
+}
+
+func TestGateWrites(t *testing.T) {
+	held := fixture.CertManagerLease("cm-1", now, 60)
+	for name, tc := range map[string]struct {
+		mode       string // "" : no label
+		downstream []client.Object
+		// before the first look, after it
+		before, after bool
+		conflict      bool
+		report        bool // a report is published (not the plain issue case)
+	}{
+		"issue, no cert-manager: writes once looked at": {after: true},
+		"issue, cert-manager's Lease held: conflict":    {mode: "issue", downstream: []client.Object{held}, conflict: true, report: true},
+		"force-issue writes without looking":            {mode: "force-issue", downstream: []client.Object{held}, before: true, after: true, conflict: true, report: true},
+		"observe never writes":                          {mode: "observe", report: true},
+		"off never writes, nor looks":                   {mode: "off", downstream: []client.Object{held}, report: true},
+		"a typo observes":                               {mode: "isue", report: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			labels := map[string]string{}
+			if tc.mode != "" {
+				labels["certhub.io/mode"] = tc.mode
+			}
+			b := newBed(t, labels, tc.downstream...)
+			if got := b.gate.Writes("c1"); got != tc.before {
+				t.Errorf("before any look: Writes = %t; want %t", got, tc.before)
+			}
+			b.gate.Pass(context.Background())
+			if got := b.gate.Writes("c1"); got != tc.after {
+				t.Errorf("after a look: Writes = %t (%s); want %t", got, b.gate.String("c1"), tc.after)
+			}
+			if _, ok := b.gate.Owns("c1"); ok != tc.after {
+				t.Errorf("Owns = %t; want %t (the inner fence owns it)", ok, tc.after)
+			}
+			r, ok := b.report(t)
+			if ok != tc.report {
+				t.Fatalf("report published %t (%+v); want %t", ok, r, tc.report)
+			}
+			if ok && (r.Conflict != tc.conflict || r.Writes != tc.after || r.By != "replica-0") {
+				t.Errorf("report: conflict %t, writes %t, by %q; want conflict %t, writes %t, by replica-0", r.Conflict, r.Writes, r.By, tc.conflict, tc.after)
+			}
+			if tc.mode == "isue" && (r.Mode != migrate.Observe || r.InvalidMode != "isue") {
+				t.Errorf("report of a typo: mode %s, invalid %q; want observe, invalid \"isue\"", r.Mode, r.InvalidMode)
+			}
+			if got := len(b.recorder.Events); (got > 0) != tc.conflict {
+				t.Errorf("%d Events; want one only on a conflict", got)
+			}
+			if tc.conflict {
+				if ev := <-b.recorder.Events; !strings.Contains(ev, migrate.ReasonClusterConflict) || !strings.Contains(ev, "cm-1") {
+					t.Errorf("Event %q; want ClusterConflict naming the Lease's holder", ev)
+				}
+			}
+			want := "cluster=c1,0;"
+			if tc.conflict {
+				want = "cluster=c1,1;"
+			}
+			if tc.mode == "off" {
+				want = "" // never looked at
+			}
+			if got := b.metric(t, "certhub_cluster_conflict"); got != want {
+				t.Errorf("certhub_cluster_conflict = %q; want %q", got, want)
+			}
+		})
+	}
+}
+
+// A conflict ends when cert-manager's Lease expires; a second Event is
+// only for a new conflict; subscribers hear every change of answer.
+func TestGateConflictEnds(t *testing.T) {
+	b := newBed(t, map[string]string{"certhub.io/mode": "issue"}, fixture.CertManagerLease("cm-1", now, 60))
+	ctx := context.Background()
+	b.gate.Pass(ctx)
+	if b.gate.Writes("c1") {
+		t.Fatal("writes while cert-manager holds its Lease")
+	}
+	b.clock.Step(30 * time.Second)
+	b.gate.Pass(ctx)
+	if b.gate.Writes("c1") || len(b.recorder.Events) != 1 {
+		t.Fatalf("30 s later: writes %t, %d Events; want still the one conflict", b.gate.Writes("c1"), len(b.recorder.Events))
+	}
+	heard := b.notifications()
+	b.clock.Step(31 * time.Second) // past the Lease's 60 s
+	b.gate.Pass(ctx)
+	if !b.gate.Writes("c1") {
+		t.Fatalf("the Lease expired and nothing else writes, yet no writes: %s", b.gate.String("c1"))
+	}
+	if b.notifications() == heard {
+		t.Error("subscribers were not told the cluster may be written")
+	}
+	if _, ok := b.report(t); ok {
+		t.Error("a plain issue cluster the hub writes in keeps a report")
+	}
+	if got := testutil.CollectAndCount(b.reg, "certhub_cluster_mode"); got != 1 {
+		t.Errorf("%d certhub_cluster_mode series; want 1", got)
+	}
+	// The operator starts cert-manager again without switching off: a new conflict.
+	lease := fixture.CertManagerLease("", now, 60)
+	if err := b.down.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec = fixture.CertManagerLease("cm-2", b.clock.Now(), 60).Spec
+	if err := b.down.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Step(time.Second)
+	b.gate.Pass(ctx)
+	if b.gate.Writes("c1") || len(b.recorder.Events) != 2 {
+		t.Errorf("cert-manager back: writes %t, %d Events; want no writes, a second Event", b.gate.Writes("c1"), len(b.recorder.Events))
+	}
+}
+
+// The plan of a cluster the hub does not write in is published sorted
+// and counted; a Certificate forgotten leaves it; switching to issue (and
+// writing) drops the plan.
+func TestGatePlan(t *testing.T) {
+	b := newBed(t, map[string]string{"certhub.io/mode": "observe"})
+	ctx := context.Background()
+	for _, v := range []migrate.Verdict{
+		{Namespace: "shop", Name: "web-2", Action: migrate.ActionReissue, Adopting: true, Reason: "IncorrectIssuer"},
+		{Namespace: "shop", Name: "web-1", Action: migrate.ActionAdopt, Adopting: true},
+		{Namespace: "admin", Name: "x", Action: migrate.ActionRefuse, Reason: "PolicyDenied"},
+		{Namespace: "shop", Name: "gone", Action: migrate.ActionIssue},
+	} {
+		b.gate.Plan("c1", v)
+	}
+	b.gate.Forget("c1", "shop", "gone")
+	b.gate.Pass(ctx)
+	r, ok := b.report(t)
+	if !ok {
+		t.Fatal("no report")
+	}
+	var rows []string
+	for _, v := range r.Plan {
+		rows = append(rows, v.Namespace+"/"+v.Name+"="+string(v.Action))
+	}
+	if got, want := strings.Join(rows, " "), "admin/x=Refuse shop/web-1=Adopt shop/web-2=Reissue"; got != want {
+		t.Errorf("plan %q; want %q", got, want)
+	}
+	if r.Counts[migrate.ActionAdopt] != 1 || r.Counts[migrate.ActionReissue] != 1 || r.Counts[migrate.ActionRefuse] != 1 || r.Counts[migrate.ActionIssue] != 0 {
+		t.Errorf("counts %v", r.Counts)
+	}
+	if got, _ := b.gauge(t, "certhub_migration_plan_certificates", "action", "Adopt"); got != 1 {
+		t.Errorf("certhub_migration_plan_certificates{action=Adopt} = %g; want 1", got)
+	}
+
+	b.setMode("issue")
+	b.gate.Pass(ctx)
+	if !b.gate.Writes("c1") {
+		t.Fatalf("issue with no cert-manager does not write: %s", b.gate.String("c1"))
+	}
+	if r, ok := b.report(t); ok {
+		t.Errorf("the plan outlived the switch to issue: %+v", r)
+	}
+	if got := testutil.CollectAndCount(b.reg, "certhub_migration_plan_certificates"); got != 0 {
+		t.Errorf("%d plan series after the switch; want 0", got)
+	}
+}
+
+// gauge is the value of the registry's series name with label=value.
+func (b *bed) gauge(t *testing.T, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// A cluster this replica stops owning is not written, not looked at, and
+// its series go.
+func TestGateFollowsOwnership(t *testing.T) {
+	b := newBed(t, nil)
+	ctx := context.Background()
+	b.gate.Pass(ctx)
+	if !b.gate.Writes("c1") {
+		t.Fatal("no writes in an owned quiet cluster")
+	}
+	b.mu.Lock()
+	b.owned = false
+	b.mu.Unlock()
+	b.gate.Pass(ctx)
+	if _, ok := b.gate.Owns("c1"); ok {
+		t.Error("owns a cluster the fence gave away")
+	}
+	if b.gate.String("c1") != "not looked at" {
+		t.Errorf("state kept for a cluster not owned: %s", b.gate.String("c1"))
+	}
+	if got := testutil.CollectAndCount(b.reg, "certhub_cluster_mode"); got != 0 {
+		t.Errorf("%d certhub_cluster_mode series for a cluster not owned; want 0", got)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/rotation"
 )
 
@@ -46,10 +47,15 @@ const (
 
 // ClusterStatus is one row of `certhub status`.
 type ClusterStatus struct {
-	Cluster       string     `json:"cluster"`
-	Secret        string     `json:"secret"`
-	Server        string     `json:"server,omitempty"`
-	Owner         string     `json:"owner,omitempty"`
+	Cluster string `json:"cluster"`
+	Secret  string `json:"secret"`
+	Server  string `json:"server,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	// Mode is the cluster's certhub.io/mode ("?" after an unknown value,
+	// read as observe); Conflict says why the hub does not write there
+	// although the mode lets it (cert-manager active: ClusterConflict).
+	Mode          string     `json:"mode"`
+	Conflict      string     `json:"conflict,omitempty"`
 	State         string     `json:"state"`
 	Error         string     `json:"error,omitempty"`
 	Ready         int        `json:"ready"`
@@ -165,6 +171,10 @@ func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, err
 	}
+	reports, err := migrate.ReadReports(ctx, hubc, o.namespace)
+	if err != nil {
+		return nil, err
+	}
 	var rows []ClusterStatus
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
@@ -184,6 +194,7 @@ func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme,
 			continue
 		}
 		row.Cluster, row.Server = c.Name, c.Server
+		row.Mode, row.Conflict = clusterMode(s, reports, c.Name)
 		if owner := owners.Owner(c.Name); owner != "" {
 			row.Owner = owner
 		}
@@ -369,7 +380,11 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 			return fmt.Errorf("no cluster %q is registered", o.cluster)
 		}
 		r := rows[0]
-		fmt.Fprintf(tw, "cluster %s (%s), owner %s, %s %s\n\n", r.Cluster, r.Server, r.Owner, r.State, r.Error)
+		fmt.Fprintf(tw, "cluster %s (%s), owner %s, mode %s, %s %s\n", r.Cluster, r.Server, r.Owner, r.Mode, r.State, r.Error)
+		if r.Conflict != "" {
+			fmt.Fprintf(tw, "%s: %s\n", migrate.ReasonClusterConflict, r.Conflict)
+		}
+		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tPOLICY\tSECRET\tISSUER\tEXPIRATION\tRENEWAL\tWRITTEN BY")
 		for _, c := range r.Certificates {
 			pol := "-"
@@ -383,13 +398,17 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "CLUSTER\tOWNER\tSTATE\tREADY\tSOONEST EXPIRY\tNEXT RENEWAL\tLAST WRITE\tERROR")
+	fmt.Fprintln(tw, "CLUSTER\tOWNER\tMODE\tSTATE\tREADY\tSOONEST EXPIRY\tNEXT RENEWAL\tLAST WRITE\tERROR")
 	for _, r := range rows {
-		msg := r.Error
+		msg, mode := r.Error, r.Mode
+		if r.Conflict != "" {
+			mode += "/" + migrate.ReasonClusterConflict
+			msg = strings.TrimPrefix(msg+"; ", "; ") + r.Conflict
+		}
 		if len(msg) > 80 {
 			msg = msg[:77] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.Cluster, r.Owner, r.State, r.Ready, r.Total,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.Cluster, r.Owner, mode, r.State, r.Ready, r.Total,
 			ts(r.SoonestExpiry), ts(r.NextRenewal), ts(r.LastWrite), strings.ReplaceAll(msg, "\n", " "))
 	}
 	return tw.Flush()

@@ -54,19 +54,19 @@ func (caIssuer) Sign(_ context.Context, req issuance.Request) (issuance.Result, 
 	return issuance.Result{ChainPEM: b.ChainPEM, CAPEM: b.CAPEM}, nil
 }
 
-// fakeResolver resolves every issuerRef to caIssuer (vouchingCA when
-// vouch), or fails with err.
+// fakeResolver resolves every issuerRef to caIssuer (voucher when set),
+// or fails with err.
 type fakeResolver struct {
-	err   error
-	vouch bool
+	err     error
+	voucher issuance.Issuer
 }
 
 func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, client.Reader) (issuance.Issuer, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	if f.vouch {
-		return vouchingCA{}, nil
+	if f.voucher != nil {
+		return f.voucher, nil
 	}
 	return caIssuer{}, nil
 }

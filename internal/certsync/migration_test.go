@@ -50,25 +50,25 @@ func (f *fakeMigration) Forget(_ multicluster.ClusterName, ns, name string) {
 }
 func (f *fakeMigration) Subscribe(func(multicluster.ClusterName)) {}
 
-// vouchingCA is caIssuer that recognises what the test CA signed
-// (issuance.Voucher, as the CA issuer does).
-type vouchingCA struct{ caIssuer }
-
-func (vouchingCA) Issued(cert *x509.Certificate) bool {
-	certs, _ := testCA()
-	return cert.CheckSignatureFrom(certs[0]) == nil
+// vouchingCA is caIssuer that tells whether it signed a certificate
+// (issuance.Voucher, as the CA issuer does): same says.
+type vouchingCA struct {
+	caIssuer
+	same bool
 }
+
+func (v vouchingCA) Issued(*x509.Certificate) bool { return v.same }
 
 // cmIssuerRef is cert-manager's own CA Issuer, before the move.
 var cmIssuerRef = cmmeta.IssuerReference{Name: "cm-ca", Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
 
 // certManagersSecret is the Secret cert-manager's issuing controller wrote
-// for crt from its Issuer cm-ca (signed by the test CA), without any mark
+// for crt from its issuer ref (signed by the test CA), without any mark
 // of the hub; and the request of that revision.
-func certManagersSecret(t *testing.T, crt *cmapi.Certificate) (*corev1.Secret, *cmapi.CertificateRequest) {
+func certManagersSecret(t *testing.T, crt *cmapi.Certificate, ref cmmeta.IssuerReference) (*corev1.Secret, *cmapi.CertificateRequest) {
 	t.Helper()
 	old := crt.DeepCopy()
-	old.Spec.IssuerRef = cmIssuerRef
+	old.Spec.IssuerRef = ref
 	s := issuedSecret(t, old, false)
 	delete(s.Labels, hubapi.ManagedByLabel)
 	for k := range s.Annotations {
@@ -112,7 +112,8 @@ func request(t *testing.T, crt *cmapi.Certificate, rev int, key crypto.Signer) *
 func TestTakeOverFromCertManager(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		sameCA    bool
+		sameName  bool           // cert-manager's issuer had the hub issuer's name
+		sameCA    bool           // and its CA (the hub's issuer vouches)
 		migration *fakeMigration // nil: no migration gate (issue)
 		action    migrate.Action // planned, when observed
 		kept      bool
@@ -120,6 +121,8 @@ func TestTakeOverFromCertManager(t *testing.T) {
 	}{
 		{name: "same CA: kept, cert-manager's stale requests dropped", sameCA: true, kept: true},
 		{name: "another CA: re-issued", reissued: true},
+		{name: "same name, same CA: kept", sameName: true, sameCA: true, kept: true},
+		{name: "same name, another CA: re-issued", sameName: true, reissued: true},
 		{name: "observed, same CA: Adopt planned, nothing written", sameCA: true, migration: &fakeMigration{mode: migrate.Observe}, action: migrate.ActionAdopt},
 		{name: "observed, another CA: Reissue planned, nothing written", migration: &fakeMigration{mode: migrate.Observe}, action: migrate.ActionReissue},
 		{name: "issue, cert-manager active: nothing written", sameCA: true, migration: &fakeMigration{mode: migrate.Issue}, action: migrate.ActionAdopt},
@@ -128,7 +131,11 @@ func TestTakeOverFromCertManager(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			crt := testCertificate()
 			crt.UID = types.UID("uid-web")
-			secret, current := certManagersSecret(t, crt)
+			ref := cmIssuerRef
+			if tc.sameName {
+				ref = crt.Spec.IssuerRef
+			}
+			secret, current := certManagersSecret(t, crt, ref)
 			// cert-manager saw the new issuerRef before it stopped: Issuing
 			// with a request in flight for revision 2.
 			crt.Status.Revision = ptr.To(1)
@@ -143,7 +150,7 @@ func TestTakeOverFromCertManager(t *testing.T) {
 			other.Name, other.UID = "api", "uid-api"
 			unrelated := request(t, other, 2, key)
 			h := newReconcilerHarness(t, nil, crt, secret, current, inFlight, unrelated)
-			h.issue.vouch = tc.sameCA
+			h.issue.voucher = vouchingCA{same: tc.sameCA}
 			if tc.migration != nil {
 				h.r.opts.Migration = tc.migration
 			}
@@ -164,9 +171,13 @@ func TestTakeOverFromCertManager(t *testing.T) {
 				if apiutilCondition(got, cmapi.CertificateConditionIssuing) != nil {
 					t.Error("cert-manager's Issuing condition outlived the take-over")
 				}
-				for _, cr := range []*cmapi.CertificateRequest{current, inFlight} {
-					if err := h.c.Get(context.Background(), client.ObjectKeyFromObject(cr), &cmapi.CertificateRequest{}); err == nil {
-						t.Errorf("request %s left: cert-manager back would judge the Secret against it", cr.Name)
+				// In flight: gone. The current one: gone when it names
+				// cert-manager's old issuer (cert-manager back would see
+				// RequestChanged), kept when it still matches.
+				for cr, gone := range map[*cmapi.CertificateRequest]bool{inFlight: true, current: !tc.sameName} {
+					err := h.c.Get(context.Background(), client.ObjectKeyFromObject(cr), &cmapi.CertificateRequest{})
+					if (err != nil) != gone {
+						t.Errorf("request %s: deleted %t; want %t", cr.Name, err != nil, gone)
 					}
 				}
 			} else {

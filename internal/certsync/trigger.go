@@ -32,8 +32,9 @@ type input struct {
 	// adopting: secret is cert-manager's, written for crt (target.adopting).
 	adopting bool
 	// sameIssuer, when adopting, reports whether a certificate comes from
-	// the issuer identity crt names now (the same CA certificate).
-	sameIssuer func(*x509.Certificate) bool
+	// the issuer identity crt names now (the same CA certificate); known is
+	// false when the issuer cannot tell (issuance.Voucher).
+	sameIssuer func(*x509.Certificate) (same, known bool)
 }
 
 // secretState is the parsed content of an existing Secret.
@@ -149,11 +150,19 @@ func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bo
 	a := in.secret.Annotations
 	named := a[cmapi.IssuerNameAnnotationKey] == ref.Name && a[cmapi.IssuerKindAnnotationKey] == issuerKind(ref) &&
 		a[cmapi.IssuerGroupAnnotationKey] == ref.Group
-	// A Secret taken over from cert-manager keeps its certificate when the
-	// issuer now named is the same identity (cert-manager's CA issuer's key
-	// pair given to a hub ClusterIssuer).
-	vouched := in.adopting && in.sameIssuer != nil && in.sameIssuer(st.cert)
-	if !named && !vouched {
+	if in.adopting && in.sameIssuer != nil {
+		// A Secret taken over from cert-manager keeps its certificate when
+		// the issuer now named is the same identity (cert-manager's CA
+		// issuer's key pair given to a hub ClusterIssuer), whatever the
+		// names; never when it is another CA, even of the same name.
+		if same, known := in.sameIssuer(st.cert); known {
+			if !same {
+				return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as the Secret cert-manager wrote was signed by another CA than %s %q", issuerKind(ref), ref.Name), true
+			}
+			named = true
+		}
+	}
+	if !named {
 		return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
 	}
 	if a[cmapi.CertificateNameKey] != in.crt.Name {
@@ -297,15 +306,19 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 
 // sameIssuer returns whether a certificate comes from the issuer identity
 // t's Certificate names (issuance.Voucher: the CA's own certificate signed
-// it); false when the issuer cannot tell or cannot be resolved.
-func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certificate) bool {
-	return func(cert *x509.Certificate) bool {
+// it), and whether the issuer can tell at all (not when it does not vouch,
+// as ACME, or cannot be resolved: the issuer annotations decide then).
+func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certificate) (bool, bool) {
+	return func(cert *x509.Certificate) (bool, bool) {
 		iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader())
 		if err != nil {
-			return false
+			return false, false
 		}
 		v, ok := iss.(issuance.Voucher)
-		return ok && cert != nil && v.Issued(cert)
+		if !ok || cert == nil {
+			return false, false
+		}
+		return v.Issued(cert), true
 	}
 }
 

@@ -44,27 +44,47 @@ func (c *certManager) stop() {
 
 // startCertManager runs cert-manager's controllers against cp (holding its
 // leader-election Lease, as the binary does), after giving namespace ns
-// cert-manager's CA Issuer.
+// cert-manager's CA Issuer cmIssuer.
 func startCertManager(t *testing.T, cp *testbed.ControlPlane) *certManager {
 	t.Helper()
-	ctx := context.Background()
 	fixture.EnsureNamespace(t, cp.Client, ns)
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmIssuer}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: caPEM, corev1.TLSPrivateKeyKey: caKeyPEM}},
+	create(t, cp, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmIssuer}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: caPEM, corev1.TLSPrivateKeyKey: caKeyPEM}},
 		&cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmIssuer},
-			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: cmIssuer}}}},
-	}
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: cmIssuer}}}})
+	return runCertManager(t, cp)
+}
+
+// startCertManagerClusterIssuer runs cert-manager's controllers against cp
+// with a CA ClusterIssuer named as the hub's sameIssuer, holding the same
+// key pair (the layout that moves with no Certificate changed).
+func startCertManagerClusterIssuer(t *testing.T, cp *testbed.ControlPlane) *certManager {
+	t.Helper()
+	fixture.EnsureNamespace(t, cp.Client, ns)
+	fixture.EnsureNamespace(t, cp.Client, "cert-manager")
+	create(t, cp, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cert-manager", Name: sameIssuer + "-ca"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: caPEM, corev1.TLSPrivateKeyKey: caKeyPEM}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: sameIssuer},
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: sameIssuer + "-ca"}}}})
+	return runCertManager(t, cp)
+}
+
+func create(t *testing.T, cp *testbed.ControlPlane, objs ...client.Object) {
+	t.Helper()
 	for _, o := range objs {
-		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, o)); err != nil {
+		if err := client.IgnoreAlreadyExists(cp.Client.Create(context.Background(), o)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func runCertManager(t *testing.T, cp *testbed.ControlPlane) *certManager {
+	t.Helper()
 	kubeconfig, err := cp.WriteKubeconfig(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := cmrunner.Start(ctx, cmrunner.Options{Kubeconfig: kubeconfig})
+	r, err := cmrunner.Start(context.Background(), cmrunner.Options{Kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,15 +93,14 @@ func startCertManager(t *testing.T, cp *testbed.ControlPlane) *certManager {
 	return cm
 }
 
-// issueWithCertManager creates n Certificates from cert-manager's Issuer
-// and waits until cert-manager made them Ready.
-func issueWithCertManager(t *testing.T, cp *testbed.ControlPlane, prefix string, n int) []*cmapi.Certificate {
+// issueWithCertManager creates n Certificates from cert-manager's issuer
+// ref and waits until cert-manager made them Ready.
+func issueWithCertManager(t *testing.T, cp *testbed.ControlPlane, prefix string, n int, ref cmmeta.IssuerReference) []*cmapi.Certificate {
 	t.Helper()
 	crts := make([]*cmapi.Certificate, n)
 	for i := range crts {
 		name := fmt.Sprintf("%s-%02d", prefix, i)
-		crts[i] = fixture.Certificate(ns, name, cmIssuer, fixture.WithNames("", name+"."+ns+".example.com"),
-			fixture.WithIssuer(cmmeta.IssuerReference{Name: cmIssuer, Kind: cmapi.IssuerKind, Group: "cert-manager.io"}))
+		crts[i] = fixture.Certificate(ns, name, ref.Name, fixture.WithNames("", name+"."+ns+".example.com"), fixture.WithIssuer(ref))
 		if err := cp.Client.Create(context.Background(), crts[i]); err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestMigrateFromCertManagerAndBack(t *testing.T) {
 	ctx := context.Background()
 	cp := bed.Downstreams[0]
 	cm := startCertManager(t, cp)
-	crts := issueWithCertManager(t, cp, "web", certificates)
+	crts := issueWithCertManager(t, cp, "web", certificates, cmmeta.IssuerReference{Name: cmIssuer, Kind: cmapi.IssuerKind, Group: "cert-manager.io"})
 	before := serials(t, cp, crts)
 
 	proxy, err := cp.StartProxy()

@@ -116,12 +116,13 @@ test-e2e: envtest acme-bed ## test/e2e: the built `certhub-demo` (and `--acme`),
 
 BENCH_FLAGS ?=
 .PHONY: bench
-bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME): tables on stdout + test/bench/results/*.json (~75 min)
+bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME, migration): tables on stdout + test/bench/results/*.json (~80 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/issuebench -cases fairness
 	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/acmebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/loadbench
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/migratebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 $(BENCH_FLAGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -only certhub -clusters 1000 -kills 2 -window 60s
 

@@ -32,6 +32,7 @@ type reconciler struct {
 	metrics    *syncMetrics
 	guard      loopGuard
 	largeKeys  chan struct{} // a slot per worker allowed to generate a large key
+	requests   requestIndex  // cert-manager's requests, for take-overs (adopt.go)
 }
 
 // newReconciler builds the reconciler from defaulted options.

@@ -26,5 +26,9 @@ func WithClock(o Options, c clock.WithTicker) Options {
 	return o
 }
 
-// Pass runs one pass of the gate's loop.
+// Pass runs one pass of the gate's loop (every owned cluster looked at).
 func (g *Gate) Pass(ctx context.Context) { g.pass(ctx, logr.Discard(), false) }
+
+// KickPass runs the pass a poke starts (only clusters never looked at, or
+// whose mode changed).
+func (g *Gate) KickPass(ctx context.Context) { g.pass(ctx, logr.Discard(), true) }

@@ -125,6 +125,9 @@ type Gate struct {
 	mu     sync.Mutex
 	states map[multicluster.ClusterName]*state
 	subs   []func(multicluster.ClusterName)
+	// pending are the clusters to look at in the next pass, whatever their
+	// last look (their mode changed).
+	pending map[multicluster.ClusterName]bool
 }
 
 var _ fence.Fence = (*Gate)(nil)
@@ -139,7 +142,8 @@ func New(opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Gate{opts: opts, metrics: m, kick: make(chan struct{}, 1), states: map[multicluster.ClusterName]*state{}}, nil
+	return &Gate{opts: opts, metrics: m, kick: make(chan struct{}, 1), states: map[multicluster.ClusterName]*state{},
+		pending: map[multicluster.ClusterName]bool{}}, nil
 }
 
 // Mode is the cluster's mode.
@@ -161,9 +165,10 @@ func (g *Gate) Writes(name multicluster.ClusterName) bool {
 	}
 	g.mu.Lock()
 	st := g.states[name]
-	ok := st != nil && !st.looked.IsZero() && !st.conflict
+	unlooked := st == nil || st.looked.IsZero()
+	ok := !unlooked && !st.conflict
 	g.mu.Unlock()
-	if st == nil || st.looked.IsZero() {
+	if unlooked {
 		g.poke()
 	}
 	return ok
@@ -194,22 +199,32 @@ func (g *Gate) Subscribe(fn func(multicluster.ClusterName)) {
 }
 
 // LabelsChanged is told that a cluster's Secret labels changed (its mode
-// may have): subscribers decide again, and the cluster is looked at.
+// may have): subscribers decide again, and the cluster is looked at again
+// at once (switched to issue, it is written as soon as cert-manager is
+// seen gone, not an Interval later).
 func (g *Gate) LabelsChanged(name multicluster.ClusterName) {
+	g.mu.Lock()
+	g.pending[name] = true
+	g.mu.Unlock()
 	g.notify(name)
 	g.poke()
 }
 
 // Plan records what the hub would do with one Certificate of a cluster
-// it does not write in.
+// it does not write in; the report follows within a second or so.
 func (g *Gate) Plan(name multicluster.ClusterName, v Verdict) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	st := g.stateLocked(name)
 	if st.plan == nil {
 		st.plan = map[types.NamespacedName]Verdict{}
 	}
-	st.plan[types.NamespacedName{Namespace: v.Namespace, Name: v.Name}] = v
+	key := types.NamespacedName{Namespace: v.Namespace, Name: v.Name}
+	changed := st.plan[key] != v
+	st.plan[key] = v
+	g.mu.Unlock()
+	if changed {
+		g.poke()
+	}
 }
 
 // Forget removes a Certificate from the cluster's plan (deleted, or now
@@ -248,7 +263,8 @@ func (g *Gate) notify(name multicluster.ClusterName) {
 }
 
 // Start looks at every owned cluster each Interval (and at once at a
-// cluster not looked at yet), writes the reports, until ctx ends.
+// cluster not looked at yet or whose mode changed), writes the reports
+// (also soon after a plan changed), until ctx ends.
 func (g *Gate) Start(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx).WithName("migrate")
 	t := g.opts.clock.NewTicker(g.opts.Interval)
@@ -273,8 +289,8 @@ func (g *Gate) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every replica looks at the clusters it owns.
 func (g *Gate) NeedLeaderElection() bool { return false }
 
-// pass looks at the owned clusters (only those never looked at when
-// onlyNew), then reports.
+// pass looks at the owned clusters (when onlyNew, only those never looked
+// at or pending), then reports.
 func (g *Gate) pass(ctx context.Context, log logr.Logger, onlyNew bool) {
 	owned := map[multicluster.ClusterName]bool{}
 	for _, name := range g.opts.Clusters() {
@@ -288,9 +304,10 @@ func (g *Gate) pass(ctx context.Context, log logr.Logger, onlyNew bool) {
 			log.Info("unknown mode; observing", "cluster", name, "value", g.opts.Labels(name)["certhub.io/mode"])
 		}
 		g.mu.Lock()
-		looked := g.stateLocked(name).looked
+		looked, pending := g.stateLocked(name).looked, g.pending[name]
+		delete(g.pending, name)
 		g.mu.Unlock()
-		if mode == Off || (onlyNew && !looked.IsZero()) {
+		if mode == Off || (onlyNew && !looked.IsZero() && !pending) {
 			continue
 		}
 		g.lookAt(ctx, log.WithValues("cluster", name), name)
@@ -373,14 +390,24 @@ func (g *Gate) event(ctx context.Context, name multicluster.ClusterName, why str
 }
 
 // forgetUnowned drops the state of clusters this replica no longer owns
-// (their new owner looks at them before writing).
+// (their new owner looks at them before writing). Ownership is asked again
+// here: a cluster acquired since the pass began has plan rows already
+// (certsync plans as soon as it owns), which must not be lost.
 func (g *Gate) forgetUnowned(owned map[multicluster.ClusterName]bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for name := range g.states {
-		if !owned[name] {
+		if owned[name] {
+			continue
+		}
+		if _, ok := g.opts.Fence.Owns(name); !ok {
 			delete(g.states, name)
 			g.metrics.forget(name)
+		}
+	}
+	for name := range g.pending {
+		if !owned[name] {
+			delete(g.pending, name)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type bed struct {
 	mu       sync.Mutex
 	labels   map[string]string
 	owned    bool
+	answers  []bool // if set, the next Owns answers, before owned
 	notified []multicluster.ClusterName
 }
 
@@ -81,6 +82,11 @@ func newBed(t *testing.T, labels map[string]string, downstream ...client.Object)
 func (b *bed) Owns(multicluster.ClusterName) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.answers) > 0 {
+		a := b.answers[0]
+		b.answers = b.answers[1:]
+		return "replica-0/1", a
+	}
 	return "replica-0/1", b.owned
 }
 
@@ -245,6 +251,37 @@ func TestGateConflictEnds(t *testing.T) {
 	}
 }
 
+// A mode change looks at the cluster again at once: switched to issue
+// after cert-manager stopped, the cluster is written without waiting for
+// the next Interval's look (the last one saw cert-manager running).
+func TestGateModeChangeLooksAgain(t *testing.T) {
+	b := newBed(t, map[string]string{"certhub.io/mode": "observe"}, fixture.CertManagerLease("cm-1", now, 60))
+	ctx := context.Background()
+	b.gate.Pass(ctx)
+	if r, _ := b.report(t); !r.Conflict {
+		t.Fatalf("observe with cert-manager's Lease held: report %+v; want the conflict shown", r)
+	}
+	// cert-manager stops (releases its Lease); the operator switches to issue.
+	lease := fixture.CertManagerLease("", now, 60)
+	if err := b.down.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = nil
+	if err := b.down.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Step(time.Second)
+	b.gate.KickPass(ctx) // a pass looks only at new clusters…
+	if b.gate.Writes("c1") {
+		t.Fatal("wrote in observe")
+	}
+	b.setMode("issue")
+	b.gate.KickPass(ctx) // …and at those whose mode changed
+	if !b.gate.Writes("c1") {
+		t.Errorf("switched to issue with cert-manager gone, yet no writes: %s", b.gate.String("c1"))
+	}
+}
+
 // The plan of a cluster the hub does not write in is published sorted
 // and counted; a Certificate forgotten leaves it; switching to issue (and
 // writing) drops the plan.
@@ -314,6 +351,24 @@ func (b *bed) gauge(t *testing.T, name, label, value string) (float64, bool) {
 	return 0, false
 }
 
+// A cluster acquired while a pass runs (the pass saw it unowned) keeps the
+// plan rows certsync recorded as soon as it owned it: they are not
+// recorded again.
+func TestGateKeepsThePlanOfAClusterJustAcquired(t *testing.T) {
+	b := newBed(t, map[string]string{"certhub.io/mode": "observe"})
+	ctx := context.Background()
+	b.gate.Plan("c1", migrate.Verdict{Namespace: "shop", Name: "web", Action: migrate.ActionAdopt, Adopting: true})
+	b.mu.Lock()
+	b.answers = []bool{false} // the pass's view: not yet owned
+	b.mu.Unlock()
+	b.gate.Pass(ctx)
+	b.gate.Pass(ctx) // owned now: reports
+	r, ok := b.report(t)
+	if !ok || r.Counts[migrate.ActionAdopt] != 1 {
+		t.Errorf("report %+v (published %t); want the row planned before the pass", r, ok)
+	}
+}
+
 // A cluster this replica stops owning is not written, not looked at, and
 // its series go.
 func TestGateFollowsOwnership(t *testing.T) {
@@ -335,5 +390,37 @@ func TestGateFollowsOwnership(t *testing.T) {
 	}
 	if got := testutil.CollectAndCount(b.reg, "certhub_cluster_mode"); got != 0 {
 		t.Errorf("%d certhub_cluster_mode series for a cluster not owned; want 0", got)
+	}
+}
+
+// Writers ask the gate while its loop looks and reports (go test -race
+// checks the locking).
+func TestGateConcurrentUse(t *testing.T) {
+	b := newBed(t, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 20 {
+			b.gate.Pass(ctx)
+			b.gate.KickPass(ctx)
+		}
+	})
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 50 {
+				b.gate.Writes("c1")
+				_, _, done, _ := b.gate.BeginWrite("c1")
+				done()
+				b.gate.Plan("c1", migrate.Verdict{Namespace: "shop", Name: fmt.Sprintf("w-%d-%d", i, j), Action: migrate.ActionKeep})
+				if j%10 == 0 {
+					b.setMode("issue")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.gate.Pass(ctx)
+	if !b.gate.Writes("c1") {
+		t.Errorf("a quiet cluster in issue is not written after the passes: %s", b.gate.String("c1"))
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	certhub "github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
@@ -139,7 +140,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
-		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml",
+		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml", "argo/cert-manager-appset.yaml",
 		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/clusterissuer-acme.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)
@@ -238,6 +239,7 @@ func TestHubRunsWithItsOwnRBAC(t *testing.T) {
 
 	t.Run("ApplicationSet-delivered Certificates", func(t *testing.T) { appSetFlow(t, s) })
 	t.Run("ApplicationSet-delivered annotated Ingress", func(t *testing.T) { ingressAppSetFlow(t, s) })
+	t.Run("cert-manager follows the cluster's mode", func(t *testing.T) { certManagerFollowsTheMode(t, s) })
 }
 
 // appSetFlow renders argo/certificates-appset.yaml with Argo CD's own cluster
@@ -274,6 +276,28 @@ func syncAppSet(t *testing.T, registration *corev1.Secret, appset, name, path st
 	t.Helper()
 	ctx := context.Background()
 	cp := env.Bed.Downstreams[0]
+	apps := renderAppSet(t, registration, appset)
+	if len(apps) != 1 {
+		t.Fatalf("Argo CD's generator made %d Applications from one enabled cluster: %+v", len(apps), apps)
+	}
+	a := apps[0]
+	if a.Name != name || a.Project != "certhub" || a.Server != cp.Server() || a.Path != path {
+		t.Fatalf("generated Application %+v, want %s / certhub / %s / %s", a, name, cp.Server(), path)
+	}
+	for _, o := range render(t, a.Path) {
+		if err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// generatedApp is one Application Argo CD's generator made.
+type generatedApp struct{ Name, Project, Server, Namespace, RepoURL, Path string }
+
+// renderAppSet runs Argo CD's own cluster generator
+// (test/argocd/cmd/render-appset) on appset against the registration.
+func renderAppSet(t *testing.T, registration *corev1.Secret, appset string) []generatedApp {
+	t.Helper()
 	raw, err := yaml.Marshal(registration)
 	if err != nil {
 		t.Fatal(err)
@@ -293,20 +317,30 @@ func syncAppSet(t *testing.T, registration *corev1.Secret, appset, name, path st
 	if err != nil {
 		t.Fatalf("render-appset: %v\n%s", err, out)
 	}
-	var apps []struct{ Name, Project, Server, Namespace, RepoURL, Path string }
+	var apps []generatedApp
 	if err := json.Unmarshal(out, &apps); err != nil {
 		t.Fatalf("render-appset output %s: %v", out, err)
 	}
-	if len(apps) != 1 {
-		t.Fatalf("Argo CD's generator made %d Applications from one enabled cluster: %+v", len(apps), apps)
-	}
-	a := apps[0]
-	if a.Name != name || a.Project != "certhub" || a.Server != cp.Server() || a.Path != path {
-		t.Fatalf("generated Application %+v, want %s / certhub / %s / %s", a, name, cp.Server(), path)
-	}
-	for _, o := range render(t, a.Path) {
-		if err := cp.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("argocd-controller"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+	return apps
+}
+
+// certManagerFollowsTheMode renders argo/cert-manager-appset.yaml with Argo
+// CD's generator: cert-manager is delivered to a cluster in mode observe
+// or off, and leaves it (its Application is no longer generated) when the
+// cluster's registration says issue, or says nothing.
+func certManagerFollowsTheMode(t *testing.T, registration *corev1.Secret) {
+	for mode, want := range map[string]int{hubapi.ModeObserve: 1, hubapi.ModeOff: 1, hubapi.ModeIssue: 0, hubapi.ModeForceIssue: 0, "": 0} {
+		s := registration.DeepCopy()
+		delete(s.Labels, hubapi.ModeLabel)
+		if mode != "" {
+			s.Labels[hubapi.ModeLabel] = mode
+		}
+		apps := renderAppSet(t, s, "argo/cert-manager-appset.yaml")
+		if len(apps) != want {
+			t.Errorf("mode %q: %d cert-manager Applications %+v; want %d", mode, len(apps), apps, want)
+		}
+		if len(apps) == 1 && (apps[0].Name != "cert-manager-east" || apps[0].Namespace != "cert-manager") {
+			t.Errorf("mode %q: generated %+v; want cert-manager-east into namespace cert-manager", mode, apps[0])
 		}
 	}
 }

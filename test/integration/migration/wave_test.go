@@ -30,7 +30,7 @@ type waveCluster struct {
 
 // Three clusters run cert-manager with a CA ClusterIssuer whose name and
 // key pair the hub's ClusterIssuer shares, so no Certificate changes: their
-// Argo CD Secrets are labelled wave=1/2/3 and certhub.io/mode=observe. Each
+// Argo CD Secrets are labelled certhub.io/wave=1/2/3 and certhub.io/mode=observe. Each
 // wave is one label change in Git (mode=issue on the wave's clusters; the
 // same selector prunes cert-manager's Application there, which the test
 // does by stopping it). At every step every Certificate of the fleet is
@@ -50,7 +50,7 @@ func TestMigrateInWaves(t *testing.T) {
 		}
 		t.Cleanup(c.proxy.Close)
 		if c.reg, err = bed.RegisterThrough(ctx, c.cp, c.name, c.proxy,
-			map[string]string{"wave": fmt.Sprint(i + 1), hubapi.ModeLabel: hubapi.ModeObserve}); err != nil {
+			map[string]string{hubapi.WaveLabel: fmt.Sprint(i + 1), hubapi.ModeLabel: hubapi.ModeObserve}); err != nil {
 			t.Fatal(err)
 		}
 		fleet[i] = c
@@ -65,7 +65,7 @@ func TestMigrateInWaves(t *testing.T) {
 		// The commit: mode=issue on the wave's clusters (and cert-manager
 		// pruned from them).
 		for _, c := range fleet {
-			if c.reg.Labels["wave"] == fmt.Sprint(wave) {
+			if c.reg.Labels[hubapi.WaveLabel] == fmt.Sprint(wave) {
 				setMode(t, c.reg, hubapi.ModeIssue)
 				c.cm.stop()
 			}

@@ -179,6 +179,7 @@ func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme,
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
 		row := ClusterStatus{Secret: s.Namespace + "/" + s.Name, Cluster: string(s.Data["name"]), Owner: "-"}
+		row.Mode, row.Conflict = clusterMode(s, reports, row.Cluster)
 		c, err := inventory.ParseSecret(s)
 		if err != nil {
 			if row.Cluster == "" {

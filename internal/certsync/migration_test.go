@@ -256,3 +256,34 @@ func TestStaleRequest(t *testing.T) {
 		})
 	}
 }
+
+// A Certificate naming the hub through certhub.io is cert-manager's to run
+// (the hub signs its requests, crsign): certsync writes nothing on it, in
+// any mode, valid or not; another external group is still refused.
+func TestCertificatesForCRSignAreLeftAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		group   string
+		refused bool
+	}{
+		{name: "certhub.io: left", group: hubapi.GroupName},
+		{name: "another external issuer: refused", group: "awspca.cert-manager.io", refused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crt := testCertificate()
+			crt.Spec.IssuerRef.Group = tc.group
+			h := newReconcilerHarness(t, nil, crt)
+			h.reconcile("web")
+			got := h.certificate("web")
+			if c := ready(got); (c != nil) != tc.refused {
+				t.Errorf("Ready %+v; want a condition only when refused (%t)", c, tc.refused)
+			}
+			if h.secret("web-tls") != nil {
+				t.Error("a Secret was written")
+			}
+			if ev := h.events(); (ev != "") != tc.refused {
+				t.Errorf("Events %q", ev)
+			}
+		})
+	}
+}

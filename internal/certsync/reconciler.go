@@ -10,6 +10,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
@@ -206,11 +208,19 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		return nil, reconcile.Result{}, nil // the owner reconciles it
 	}
 	if m := r.opts.Migration; m != nil {
-		if m.Mode(req.ClusterName) == migrate.Off {
+		if mode := m.Mode(req.ClusterName); mode == migrate.Off || mode == migrate.External {
+			// Left alone; in external mode cert-manager runs the
+			// Certificates and the hub signs their requests (crsign).
 			m.Forget(req.ClusterName, req.Namespace, req.Name)
 			return nil, reconcile.Result{}, nil // left alone
 		}
 		t.dry = !m.Writes(req.ClusterName)
+	}
+	if g, _, _ := unstructured.NestedString(u.Object, "spec", "issuerRef", "group"); g == hubapi.GroupName {
+		// cert-manager's controllers run it downstream and send its
+		// requests to the hub (crsign): its key never leaves the cluster,
+		// and the hub writes nothing on it, valid or not.
+		return nil, reconcile.Result{}, nil
 	}
 	crt, err := decodeCertificate(u)
 	if se := (*specError)(nil); errors.As(err, &se) {

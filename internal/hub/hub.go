@@ -26,6 +26,7 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -185,6 +186,9 @@ type Hub struct {
 	// gate says per cluster whether the hub writes there (mode, cert-manager
 	// still active); it is also the fence of trust and shim.
 	gate *migrate.Gate
+	// budget is the hub's --issuance-rate, shared by Certificates and
+	// CertificateRequests (nil: no limit).
+	budget *budget.Budget
 	// labelSubscribers are told of a cluster whose Secret's labels changed
 	// (trust scopes); set before the manager starts, read only after.
 	labelSubscribers []func(multicluster.ClusterName)
@@ -213,7 +217,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 	h := &Hub{opts: o, scheme: scheme}
 	for _, setup := range []func(*rest.Config) error{
 		h.setupInventory, h.setupManager, h.setupMigration, h.setupACME, h.setupPolicy, h.setupRotation,
-		h.setupCertsync, h.setupShim, h.setupTrust, h.setupHealth,
+		h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupHealth,
 	} {
 		if err := setup(cfg); err != nil {
 			return nil, err

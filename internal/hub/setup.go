@@ -23,6 +23,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -43,7 +44,15 @@ func (h *Hub) shimOptions() shim.Options {
 	o := h.opts
 	return shim.Options{Ingress: o.IngressShim, Gateway: o.GatewayShim, DefaultIssuerName: o.DefaultIssuerName,
 		DefaultIssuerKind: o.DefaultIssuerKind, DefaultIssuerGroup: o.DefaultIssuerGroup,
-		AutoCertificateAnnotations: o.AutoCertificateAnnotations, Fence: h.writeFence()}
+		AutoCertificateAnnotations: o.AutoCertificateAnnotations, Fence: h.writeFence(), Changes: h.subscribeGate}
+}
+
+// subscribeGate registers fn with the migration gate, when there is one:
+// writers gated by it hear when a cluster's answer may have changed.
+func (h *Hub) subscribeGate(fn func(multicluster.ClusterName)) {
+	if h.gate != nil {
+		h.gate.Subscribe(fn)
+	}
 }
 
 // writeFence is the fence of the writers that write only where the hub
@@ -207,7 +216,8 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 	o := h.opts
 	var issuanceBudget certsync.Budget
 	if o.IssuanceRate > 0 {
-		issuanceBudget = budget.New(budget.Options{Rate: o.IssuanceRate, Fence: h.fence, Weight: h.weight})
+		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Fence: h.fence, Weight: h.weight})
+		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
@@ -215,6 +225,25 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
+	}
+	return nil
+}
+
+// setupCRSign sets up the signer of downstream CertificateRequests that
+// name a hub issuer (issuerRef.group certhub.io): the same issuers, policy
+// and budget as Certificates, written where the cluster's mode allows.
+func (h *Hub) setupCRSign(*rest.Config) error {
+	o := h.opts
+	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, IssuerRetryInterval: o.IssuerRetryInterval,
+		MaxConcurrentReconciles: o.Workers, Registerer: crmetrics.Registry}
+	if h.gate != nil {
+		opts.Fence, opts.Modes = h.gate.RequestFence(), h.gate
+	}
+	if h.budget != nil {
+		opts.Budget = h.budget
+	}
+	if err := crsign.SetupWithManager(h.mgr, opts); err != nil {
+		return fmt.Errorf("failed to set up crsign: %w", err)
 	}
 	return nil
 }
@@ -233,8 +262,11 @@ func (h *Hub) setupTrust(*rest.Config) error {
 	nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
 	return trust.SetupWithManager(h.mgr, trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
 		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.writeFence(),
-		Engage:          func(name multicluster.ClusterName) bool { return !h.provider.NamespaceScoped(name) },
-		SubscribeLabels: func(fn func(multicluster.ClusterName)) { h.labelSubscribers = append(h.labelSubscribers, fn) }})
+		Engage: func(name multicluster.ClusterName) bool { return !h.provider.NamespaceScoped(name) },
+		SubscribeLabels: func(fn func(multicluster.ClusterName)) {
+			h.labelSubscribers = append(h.labelSubscribers, fn)
+			h.subscribeGate(fn) // bundles skipped while the gate said no are written once it says yes
+		}})
 }
 
 // setupHealth adds /healthz and /readyz: ready once shard membership synced.

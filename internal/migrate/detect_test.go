@@ -36,11 +36,15 @@ func TestModeOf(t *testing.T) {
 		{labels: map[string]string{"certhub.io/mode": "observe"}, mode: migrate.Observe, valid: true},
 		{labels: map[string]string{"certhub.io/mode": "off"}, mode: migrate.Off, valid: true},
 		{labels: map[string]string{"certhub.io/mode": "force-issue"}, mode: migrate.ForceIssue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "external"}, mode: migrate.External, valid: true},
 		// A typo never writes.
 		{labels: map[string]string{"certhub.io/mode": "isue"}, mode: migrate.Observe},
 		{labels: map[string]string{"certhub.io/mode": "Issue"}, mode: migrate.Observe},
 	} {
 		m, valid := migrate.ModeOf(tc.labels)
+		if signs := tc.writes || tc.mode == migrate.External; m.Signs() != signs {
+			t.Errorf("ModeOf(%v).Signs() = %t; want %t", tc.labels, m.Signs(), signs)
+		}
 		if m != tc.mode || valid != tc.valid || m.Writes() != tc.writes {
 			t.Errorf("ModeOf(%v) = %s, %t (writes %t); want %s, %t (writes %t)", tc.labels, m, valid, m.Writes(), tc.mode, tc.valid, tc.writes)
 		}

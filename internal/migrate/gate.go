@@ -174,6 +174,36 @@ func (g *Gate) Writes(name multicluster.ClusterName) bool {
 	return ok
 }
 
+// SignsRequests reports whether the hub may sign the cluster's
+// CertificateRequests now: in mode external always (cert-manager is
+// expected there), in issue and force-issue where it writes.
+func (g *Gate) SignsRequests(name multicluster.ClusterName) bool {
+	if g.Mode(name) == External {
+		return true
+	}
+	return g.Writes(name)
+}
+
+// RequestFence is the fence of the CertificateRequest signer: the inner
+// fence's answer, only where SignsRequests.
+func (g *Gate) RequestFence() fence.Fence { return requestFence{g} }
+
+type requestFence struct{ g *Gate }
+
+func (f requestFence) Owns(name multicluster.ClusterName) (string, bool) {
+	if !f.g.SignsRequests(name) {
+		return "", false
+	}
+	return f.g.opts.Fence.Owns(name)
+}
+
+func (f requestFence) BeginWrite(name multicluster.ClusterName) (string, time.Time, func(), bool) {
+	if !f.g.SignsRequests(name) {
+		return "", time.Time{}, func() {}, false
+	}
+	return f.g.opts.Fence.BeginWrite(name)
+}
+
 // Owns is the fence's answer, only where the hub writes.
 func (g *Gate) Owns(name multicluster.ClusterName) (string, bool) {
 	if !g.Writes(name) {
@@ -258,7 +288,7 @@ func (g *Gate) notify(name multicluster.ClusterName) {
 	subs := append([]func(multicluster.ClusterName){}, g.subs...)
 	g.mu.Unlock()
 	for _, fn := range subs {
-		fn(name)
+		go fn(name) // a subscriber may list a cache that is still syncing
 	}
 }
 
@@ -307,7 +337,7 @@ func (g *Gate) pass(ctx context.Context, log logr.Logger, onlyNew bool) {
 		looked, pending := g.stateLocked(name).looked, g.pending[name]
 		delete(g.pending, name)
 		g.mu.Unlock()
-		if mode == Off || (onlyNew && !looked.IsZero() && !pending) {
+		if mode == Off || mode == External || (onlyNew && !looked.IsZero() && !pending) {
 			continue
 		}
 		g.lookAt(ctx, log.WithValues("cluster", name), name)

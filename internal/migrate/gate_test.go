@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,7 +227,10 @@ func TestGateConflictEnds(t *testing.T) {
 	if !b.gate.Writes("c1") {
 		t.Fatalf("the Lease expired and nothing else writes, yet no writes: %s", b.gate.String("c1"))
 	}
-	if b.notifications() == heard {
+	// Subscribers are called on their own goroutines.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return b.notifications() > heard, nil
+	}); err != nil {
 		t.Error("subscribers were not told the cluster may be written")
 	}
 	if _, ok := b.report(t); ok {
@@ -422,5 +426,48 @@ func TestGateConcurrentUse(t *testing.T) {
 	b.gate.Pass(ctx)
 	if !b.gate.Writes("c1") {
 		t.Errorf("a quiet cluster in issue is not written after the passes: %s", b.gate.String("c1"))
+	}
+}
+
+// In mode external cert-manager is expected: the hub signs the cluster's
+// requests (RequestFence) but writes nothing else, does not look for
+// cert-manager, and publishes no report. In issue, requests are signed
+// where the hub writes: not while cert-manager is active.
+func TestGateRequestFence(t *testing.T) {
+	held := fixture.CertManagerLease("cm-1", now, 60)
+	for _, tc := range []struct {
+		mode          string
+		signs, writes bool
+	}{
+		{mode: "external", signs: true},
+		{mode: "issue"},
+		{mode: "force-issue", signs: true, writes: true},
+		{mode: "observe"},
+		{mode: "off"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			b := newBed(t, map[string]string{"certhub.io/mode": tc.mode}, held)
+			ctx := context.Background()
+			b.gate.Pass(ctx)
+			if _, ok := b.gate.RequestFence().Owns("c1"); ok != tc.signs {
+				t.Errorf("RequestFence().Owns = %t; want %t", ok, tc.signs)
+			}
+			if _, _, done, ok := b.gate.RequestFence().BeginWrite("c1"); ok != tc.signs {
+				t.Errorf("RequestFence().BeginWrite = %t; want %t", ok, tc.signs)
+			} else {
+				done()
+			}
+			if got := b.gate.Writes("c1"); got != tc.writes {
+				t.Errorf("Writes = %t; want %t", got, tc.writes)
+			}
+			if tc.mode == "external" {
+				if r, ok := b.report(t); ok {
+					t.Errorf("a report for an external cluster: %+v", r)
+				}
+				if len(b.recorder.Events) > 0 {
+					t.Error("a ClusterConflict Event in mode external, where cert-manager belongs")
+				}
+			}
+		})
 	}
 }

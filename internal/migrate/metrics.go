@@ -16,7 +16,7 @@ type gateMetrics struct {
 func newGateMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 	m := &gateMetrics{
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_cluster_mode",
-			Help: "1 for the cluster's mode (certhub.io/mode: issue, observe, off, force-issue), for the clusters this replica owns."}, []string{"cluster", "mode"}),
+			Help: "1 for the cluster's mode (certhub.io/mode: issue, observe, off, force-issue, external), for the clusters this replica owns."}, []string{"cluster", "mode"}),
 		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_cluster_conflict",
 			Help: "1 while cert-manager is seen active in the cluster (the hub writes nothing there unless its mode is force-issue)."}, []string{"cluster"}),
 		plan: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_migration_plan_certificates",
@@ -31,7 +31,7 @@ func newGateMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 }
 
 func (m *gateMetrics) setMode(name multicluster.ClusterName, mode Mode) {
-	for _, other := range []Mode{Issue, Observe, Off, ForceIssue} {
+	for _, other := range []Mode{Issue, Observe, Off, ForceIssue, External} {
 		if other != mode {
 			m.mode.DeleteLabelValues(string(name), string(other))
 		}

@@ -18,6 +18,10 @@ const (
 	Off Mode = hubapi.ModeOff
 	// ForceIssue: Issue, even while cert-manager looks active.
 	ForceIssue Mode = hubapi.ModeForceIssue
+	// External: cert-manager runs the cluster's Certificates and keeps
+	// their keys; the hub only signs the CertificateRequests that name
+	// its issuers (issuerRef.group certhub.io), cert-manager running or not.
+	External Mode = hubapi.ModeExternal
 )
 
 // ModeOf reads a cluster's mode from its Secret's labels. valid is false
@@ -29,12 +33,16 @@ func ModeOf(labels map[string]string) (m Mode, valid bool) {
 		return Issue, true
 	}
 	switch m := Mode(v); m {
-	case Issue, Observe, Off, ForceIssue:
+	case Issue, Observe, Off, ForceIssue, External:
 		return m, true
 	default:
 		return Observe, false
 	}
 }
 
-// Writes reports whether the mode lets the hub write at all.
+// Writes reports whether the mode lets the hub write Certificates'
+// Secrets and status (not External: there it only signs requests).
 func (m Mode) Writes() bool { return m == Issue || m == ForceIssue }
+
+// Signs reports whether the mode lets the hub sign CertificateRequests.
+func (m Mode) Signs() bool { return m.Writes() || m == External }

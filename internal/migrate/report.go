@@ -25,7 +25,8 @@ const (
 	// ReportKey holds the report's JSON.
 	ReportKey = "report.json"
 	// plainReport stands for a cluster in mode issue that the hub writes
-	// in, with nothing to report: its report is deleted.
+	// in, or in mode external, with nothing to report: its report is
+	// deleted.
 	plainReport = "-"
 )
 
@@ -76,7 +77,7 @@ func (g *Gate) reportOf(name multicluster.ClusterName) Report {
 		r.Since = &since
 	}
 	r.Conflict, r.Message = st.conflict, st.message
-	if r.Writes || mode == Off {
+	if r.Writes || mode == Off || mode == External {
 		st.plan = nil // written now: the Certificates' own status says it
 	}
 	if len(st.plan) == 0 {
@@ -105,7 +106,7 @@ func (g *Gate) report(ctx context.Context, name multicluster.ClusterName) error 
 	if err != nil {
 		return err
 	}
-	if r.Writes && r.Mode == Issue && len(r.Plan) == 0 {
+	if (r.Writes && r.Mode == Issue || r.Mode == External) && len(r.Plan) == 0 {
 		raw = []byte(plainReport) // the common case has no report: one object per migrating cluster, not per cluster
 	}
 	g.mu.Lock()

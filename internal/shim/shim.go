@@ -1,16 +1,22 @@
 package shim
 
 import (
+	"context"
 	"fmt"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmcontroller "github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/go-logr/logr"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
@@ -62,6 +68,11 @@ type Options struct {
 	Fence fence.Fence
 	// MaxConcurrentReconciles per shim. Defaults to 2.
 	MaxConcurrentReconciles int
+	// Changes, when set, registers a function called with each cluster
+	// whose Fence answer may have changed (a mode change, cert-manager seen
+	// gone): its Ingresses and Gateways are synced again, as those skipped
+	// while it said no are not otherwise.
+	Changes func(fn func(multicluster.ClusterName))
 }
 
 func (o *Options) defaults() {
@@ -109,13 +120,15 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		name    string
 		enabled bool
 		object  func() client.Object
+		list    func() client.ObjectList
 		kind    string
 		filter  mcbuilder.ClusterFilterFunc
 	}
 	for _, k := range []shimKind{
-		{name: "ingress-shim", enabled: opts.Ingress, object: func() client.Object { return &networkingv1.Ingress{} }, kind: "Ingress"},
-		{name: "gateway-shim", enabled: opts.Gateway, object: func() client.Object { return &gwapi.Gateway{} }, kind: "Gateway",
-			filter: servesGateways(base)},
+		{name: "ingress-shim", enabled: opts.Ingress, object: func() client.Object { return &networkingv1.Ingress{} },
+			list: func() client.ObjectList { return &networkingv1.IngressList{} }, kind: "Ingress"},
+		{name: "gateway-shim", enabled: opts.Gateway, object: func() client.Object { return &gwapi.Gateway{} },
+			list: func() client.ObjectList { return &gwapi.GatewayList{} }, kind: "Gateway", filter: servesGateways(base)},
 	} {
 		if !k.enabled {
 			continue
@@ -133,6 +146,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			For(k.object(), engage...).
 			// A shim Certificate edited or deleted by someone: its owner is synced again.
 			Watches(certificateObject(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](ownedBy(k.kind)), watchEngage...).
+			WatchesRawSource(changesSource(opts.Changes, mgr.GetCluster, k.list, log)).
 			WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 			WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 				if req == nil {
@@ -146,4 +160,33 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// changesSource queues every object of list's kind in a cluster whose
+// Fence answer may have changed.
+func changesSource(changes func(func(multicluster.ClusterName)), get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error),
+	list func() client.ObjectList, log logr.Logger) source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		if changes == nil {
+			return nil
+		}
+		changes(func(name multicluster.ClusterName) {
+			cl, err := get(ctx, name)
+			if err != nil {
+				return // not engaged here
+			}
+			l := list()
+			if err := cl.GetCache().List(ctx, l); err != nil {
+				log.V(1).Info("cannot list after a change; left to the next event", "cluster", name, "error", err.Error())
+				return
+			}
+			_ = meta.EachListItem(l, func(o runtime.Object) error {
+				if obj, ok := o.(client.Object); ok {
+					q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}})
+				}
+				return nil
+			})
+		})
+		return nil
+	})
 }

@@ -127,7 +127,7 @@ func render(t *testing.T, path string) []*unstructured.Unstructured {
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
 	c := env.Bed.Hub.Client
-	for _, ns := range []string{"certhub", "argocd", "shop", "storefront", "certhub-system", "apps"} {
+	for _, ns := range []string{"certhub", "argocd", "shop", "storefront", "certhub-system", "apps", "payments"} {
 		fixture.EnsureNamespace(t, c, ns)
 	}
 	// The dry-run does check schemas: a misspelt field is refused.
@@ -140,7 +140,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		t.Fatal("a misspelt Application field passed server-side dry-run; the check would prove nothing")
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
-		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml", "argo/cert-manager-appset.yaml",
+		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml", "argo/cert-manager-appset.yaml", "argo/external-certificates-appset.yaml", "examples/external",
 		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/clusterissuer-acme.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)

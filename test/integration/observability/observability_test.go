@@ -213,13 +213,14 @@ func TestStatusCommand(t *testing.T) {
 			rows[f[0]] = f
 		}
 	}
-	if r := rows[cp.Name]; len(r) < 4 || r[1] != "replica-0" || r[2] != app.StateConnected || r[3] != "1/1" {
-		t.Errorf("healthy cluster row = %v, want owner replica-0, Connected, 1/1", r)
+	// CLUSTER OWNER MODE STATE READY …
+	if r := rows[cp.Name]; len(r) < 5 || r[1] != "replica-0" || r[2] != "issue" || r[3] != app.StateConnected || r[4] != "1/1" {
+		t.Errorf("healthy cluster row = %v, want owner replica-0, mode issue, Connected, 1/1", r)
 	}
-	if r := rows["gone"]; len(r) < 3 || r[2] != app.StateUnreachable {
+	if r := rows["gone"]; len(r) < 4 || r[3] != app.StateUnreachable {
 		t.Errorf("unreachable cluster row = %v, want %s", r, app.StateUnreachable)
 	}
-	if r := rows["broken"]; len(r) < 3 || r[2] != app.StateInvalid || !strings.Contains(strings.Join(r, " "), "config") {
+	if r := rows["broken"]; len(r) < 4 || r[3] != app.StateInvalid || !strings.Contains(strings.Join(r, " "), "config") {
 		t.Errorf("malformed registration row = %v, want %s naming the config field", r, app.StateInvalid)
 	}
 	detail := status("--cluster", cp.Name)

@@ -20,8 +20,10 @@ const (
 	// ModeLabel is what the hub does in the cluster (internal/migrate):
 	// ModeIssue (the default, also when absent), ModeObserve (decide and
 	// report, write nothing), ModeOff (leave the cluster alone, keep it in
-	// the inventory) or ModeForceIssue (issue although cert-manager looks
-	// active there). A label, so waves move by `kubectl label` or a Git
+	// the inventory), ModeForceIssue (issue although cert-manager looks
+	// active there) or ModeExternal (cert-manager runs the cluster's
+	// Certificates; the hub only signs its CertificateRequests of group
+	// certhub.io, internal/crsign). A label, so waves move by `kubectl label` or a Git
 	// change and clusters are listed by mode (-l certhub.io/mode=observe).
 	// Any other value is read as ModeObserve: a typo never writes.
 	ModeLabel = KeyPrefix + "mode"
@@ -33,6 +35,7 @@ const (
 	ModeObserve    = "observe"
 	ModeOff        = "off"
 	ModeForceIssue = "force-issue"
+	ModeExternal   = "external"
 )
 
 // On ClusterIssuers in the hub (set by the platform team).

@@ -1,0 +1,27 @@
+// Package crsign makes the hub a cert-manager external issuer for the
+// whole fleet: in every engaged cluster it signs the CertificateRequests
+// whose issuerRef.group is certhub.io, with the hub ClusterIssuer their
+// name names. Clusters that keep cert-manager keep their keys: cert-manager
+// (or istio-csr, csi-driver, any client of its API) generates the key and
+// sends a CSR; the hub never generates, receives or stores a private key
+// for these requests (it reads no Secret downstream).
+//
+// Contract, as cert-manager's own issuers keep it (its
+// pkg/controller/certificaterequests and their Reporter, reused here):
+//   - a Denied request is marked Ready=False/Denied with a failureTime and
+//     never signed; an unapproved one waits (an Event says so);
+//   - a request already Issued or Failed, or with a certificate, is left;
+//   - the CSR is verified (signature, key type and size), the IssuancePolicy
+//     decides on the certificate exactly as it will be signed (the same
+//     engine as Certificates: cluster, namespace, issuer, every name and
+//     attribute), and the issuance budget admits it;
+//   - signed: status.certificate, status.ca, Ready=True/Issued; refused:
+//     Ready=False/Failed with the reason's Warning Event and failureTime
+//     (terminal, as cert-manager's); an issuer missing or not ready:
+//     Ready=False/Pending, retried.
+//
+// Writes go through Options.Fence (ownership, the write's deadline, and the
+// cluster's mode: migrate's RequestFence). CA ClusterIssuers sign; a
+// SelfSigned one cannot (it needs the key), and ACME is not served yet:
+// both fail the request with a message saying so.
+package crsign

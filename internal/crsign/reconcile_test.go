@@ -1,0 +1,256 @@
+package crsign_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
+	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/crsign"
+	"github.com/certhub/certhub/internal/fence"
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(s), cmapi.AddToScheme(s)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hubWithIssuers is a hub holding a CA ClusterIssuer "ca", a SelfSigned
+// "self" and an ACME "acme" (served by no ACME implementation here).
+func hubWithIssuers(t *testing.T) (*issuance.Resolver, *x509.Certificate) {
+	t.Helper()
+	key, err := pki.GenerateECPrivateKey(pki.ECCurve256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hub test CA"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	certPEM, ca, err := pki.SignCertificate(tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := pki.EncodePKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: "ca-key"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "ca-key"}}}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "self"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "acme"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{ACME: &cmacme.ACMEIssuer{Server: "https://acme.example/directory"}}}},
+	).Build()
+	r, err := issuance.New(issuance.Options{Client: c, Namespace: "certhub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, ca
+}
+
+// request is a CertificateRequest for web.example.com naming hub issuer
+// issuer, with a CSR of key.
+func request(t *testing.T, issuer string, key crypto.Signer) *cmapi.CertificateRequest {
+	t.Helper()
+	crt := fixture.Certificate("mesh", "web", issuer, fixture.WithIssuer(cmmeta.IssuerReference{Name: issuer, Kind: cmapi.ClusterIssuerKind, Group: hubapi.GroupName}))
+	cr, err := fixture.CertificateRequest(crt, "web-1", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr.CreationTimestamp = metav1.Time{Time: now}
+	return cr
+}
+
+func condition(typ cmapi.CertificateRequestConditionType) func(*cmapi.CertificateRequest) {
+	return func(cr *cmapi.CertificateRequest) {
+		apiutil.SetCertificateRequestCondition(cr, typ, cmmeta.ConditionTrue, "test", "test")
+	}
+}
+
+type fakePolicy struct{ deny string }
+
+func (p fakePolicy) Evaluate(string, *cmapi.Certificate, *x509.Certificate) (policy.Decision, bool) {
+	if p.deny != "" {
+		return policy.Decision{Message: p.deny}, false
+	}
+	return policy.Decision{Allowed: true}, false
+}
+
+type fakeBudget struct{ wait time.Duration }
+
+func (b fakeBudget) Admit(string, budget.Tenant, time.Time) time.Duration { return b.wait }
+
+// notOwner owns nothing.
+type notOwner struct{}
+
+func (notOwner) Owns(multicluster.ClusterName) (string, bool) { return "", false }
+func (notOwner) BeginWrite(multicluster.ClusterName) (string, time.Time, func(), bool) {
+	return "", time.Time{}, func() {}, false
+}
+
+func TestReconcile(t *testing.T) {
+	ec, err := pki.GenerateECPrivateKey(pki.ECCurve256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := condition(cmapi.CertificateRequestConditionApproved)
+	for _, tc := range []struct {
+		name    string
+		issuer  string
+		key     crypto.Signer
+		mutate  []func(*cmapi.CertificateRequest)
+		policy  string // a denial
+		wait    time.Duration
+		fence   fence.Fence
+		reason  string // Ready's reason; "" none
+		says    string
+		signed  bool
+		failed  bool // failureTime set
+		requeue bool
+		event   string
+	}{
+		{name: "approved: signed", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved},
+			reason: cmapi.CertificateRequestReasonIssued, says: "Certificate fetched from issuer successfully", signed: true, event: "CertificateIssued"},
+		{name: "unapproved: waits, an Event, no condition", issuer: "ca", event: crsign.ReasonWaitingForApproval},
+		{name: "denied: Denied, never signed", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){condition(cmapi.CertificateRequestConditionDenied)},
+			reason: cmapi.CertificateRequestReasonDenied, says: "denied by an approval controller", failed: true},
+		{name: "approved and denied: denied wins", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, condition(cmapi.CertificateRequestConditionDenied)},
+			reason: cmapi.CertificateRequestReasonDenied, failed: true},
+		{name: "a weak key", issuer: "ca", key: weak, mutate: []func(*cmapi.CertificateRequest){approved},
+			reason: cmapi.CertificateRequestReasonFailed, says: "RSA key of 1024 bits", failed: true, event: crsign.ReasonBadCSR},
+		{name: "a CSR signed by another key", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) {
+			block, _ := pem.Decode(cr.Spec.Request)
+			block.Bytes[len(block.Bytes)-1] ^= 0xff // the signature's last byte
+			cr.Spec.Request = pem.EncodeToMemory(block)
+		}}, reason: cmapi.CertificateRequestReasonFailed, says: "signature", failed: true, event: crsign.ReasonBadCSR},
+		{name: "outside policy", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved}, policy: "denied by every IssuancePolicy (team-a): dnsNames",
+			reason: cmapi.CertificateRequestReasonFailed, says: "denied by every IssuancePolicy (team-a)", failed: true, event: crsign.ReasonPolicyDenied},
+		{name: "the budget: pending, asked again", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved}, wait: 3 * time.Second,
+			reason: cmapi.CertificateRequestReasonPending, says: "issuance budget", requeue: true, event: crsign.ReasonRateLimited},
+		{name: "issuer not found: pending, asked again", issuer: "nope", mutate: []func(*cmapi.CertificateRequest){approved},
+			reason: cmapi.CertificateRequestReasonPending, says: `"nope" not found`, requeue: true, event: issuance.ReasonIssuerNotFound},
+		{name: "SelfSigned needs the key: failed", issuer: "self", mutate: []func(*cmapi.CertificateRequest){approved},
+			reason: cmapi.CertificateRequestReasonFailed, says: "use a CA ClusterIssuer", failed: true, event: issuance.ReasonIssuerNotSupported},
+		{name: "ACME not served: failed", issuer: "acme", mutate: []func(*cmapi.CertificateRequest){approved},
+			reason: cmapi.CertificateRequestReasonFailed, says: "ACME", failed: true, event: issuance.ReasonIssuerNotSupported},
+		{name: "kind Issuer: failed", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) { cr.Spec.IssuerRef.Kind = cmapi.IssuerKind }},
+			reason: cmapi.CertificateRequestReasonFailed, says: "kind ClusterIssuer", failed: true, event: issuance.ReasonIssuerNotSupported},
+		{name: "already failed: left", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) {
+			apiutil.SetCertificateRequestCondition(cr, cmapi.CertificateRequestConditionReady, cmmeta.ConditionFalse, cmapi.CertificateRequestReasonFailed, "earlier")
+		}}, reason: cmapi.CertificateRequestReasonFailed, says: "earlier"},
+		{name: "not owned: left", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved}, fence: notOwner{}},
+		{name: "another group: left", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) { cr.Spec.IssuerRef.Group = "cert-manager.io" }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := tc.key
+			if key == nil {
+				key = ec
+			}
+			cr := request(t, tc.issuer, key)
+			for _, m := range tc.mutate {
+				m(cr)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
+			fc := fixture.NewFakeCluster(c)
+			resolver, ca := hubWithIssuers(t)
+			f := tc.fence
+			if f == nil {
+				f = fence.Static{Identity: "replica-0"}
+			}
+			r, err := crsign.NewReconciler(crsign.Options{Issuers: resolver, Fence: f, Policy: fakePolicy{deny: tc.policy},
+				Budget: fakeBudget{wait: tc.wait}, Registerer: prometheus.NewRegistry()}, clocktesting.NewFakeClock(now),
+				func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east", Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &cmapi.CertificateRequest{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(cr), got); err != nil {
+				t.Fatal(err)
+			}
+			ready := apiutil.GetCertificateRequestCondition(got, cmapi.CertificateRequestConditionReady)
+			switch {
+			case tc.reason == "" && ready != nil:
+				t.Errorf("Ready %s/%s %q; want no condition", ready.Status, ready.Reason, ready.Message)
+			case tc.reason != "" && (ready == nil || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.says)):
+				t.Errorf("Ready %+v; want reason %s saying %q", ready, tc.reason, tc.says)
+			}
+			if signed := len(got.Status.Certificate) > 0; signed != tc.signed {
+				t.Errorf("signed %t; want %t", signed, tc.signed)
+			} else if signed {
+				leaf, err := pki.DecodeX509CertificateBytes(got.Status.Certificate)
+				if err != nil || leaf.CheckSignatureFrom(ca) != nil {
+					t.Errorf("the certificate is not the hub CA's: %v", err)
+				}
+				if ok, _ := pki.PublicKeyMatchesCertificate(key.Public(), leaf); !ok {
+					t.Error("the certificate is not for the CSR's key")
+				}
+			}
+			if (got.Status.FailureTime != nil) != tc.failed {
+				t.Errorf("failureTime %v; want set %t", got.Status.FailureTime, tc.failed)
+			}
+			if (res.RequeueAfter > 0) != tc.requeue {
+				t.Errorf("requeue after %s; want one %t", res.RequeueAfter, tc.requeue)
+			}
+			events := drain(fc)
+			if (tc.event == "") != (events == "") || !strings.Contains(events, tc.event) {
+				t.Errorf("Events %q; want %q", events, tc.event)
+			}
+		})
+	}
+}
+
+func drain(fc *fixture.FakeCluster) string {
+	var out []string
+	for {
+		select {
+		case e := <-fc.Recorder.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}

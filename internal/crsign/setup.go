@@ -1,0 +1,170 @@
+package crsign
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/fence"
+	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/policy"
+)
+
+// Defaults for Options.
+const (
+	// DefaultIssuerRetryInterval is how soon a request waiting for its
+	// issuer (missing, not ready) is tried again.
+	DefaultIssuerRetryInterval = 30 * time.Second
+	// DefaultMaxConcurrentReconciles is the signing workers.
+	DefaultMaxConcurrentReconciles = 4
+)
+
+// Resolver turns an issuerRef into a hub issuer (*issuance.Resolver).
+type Resolver interface {
+	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuance.Issuer, error)
+}
+
+// Policy decides on a certificate before it is signed (*policy.Engine).
+type Policy interface {
+	Evaluate(cluster string, crt *cmapi.Certificate, tmpl *x509.Certificate) (d policy.Decision, pending bool)
+}
+
+// Budget admits issuances at the hub's --issuance-rate (*budget.Budget).
+type Budget interface {
+	Admit(key string, tenant budget.Tenant, due time.Time) time.Duration
+}
+
+// Modes tells when a cluster's requests may be signed again (its mode
+// changed): *migrate.Gate.
+type Modes interface {
+	Subscribe(fn func(multicluster.ClusterName))
+}
+
+// Options configure the signer.
+type Options struct {
+	// Issuers resolves the hub ClusterIssuer a request names. Required.
+	Issuers Resolver
+	// Fence says where this replica may write, until when (migrate's
+	// RequestFence: ownership and the cluster's mode). Required.
+	Fence fence.Fence
+	// Policy decides every signature. Nil allows everything.
+	Policy Policy
+	// Budget, when set, admits every signature.
+	Budget Budget
+	// Modes, when set, requeues a cluster's requests when its mode changes.
+	Modes Modes
+	// IssuerRetryInterval defaults to DefaultIssuerRetryInterval.
+	IssuerRetryInterval time.Duration
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+	// Registerer receives certhub_certificaterequests_total. Defaults to
+	// controller-runtime's registry.
+	Registerer prometheus.Registerer
+
+	clock clock.Clock // test seam; defaults to the real clock
+}
+
+// Validate reports every missing required option.
+func (o Options) Validate() error {
+	if o.Issuers == nil || o.Fence == nil {
+		return errors.New("crsign: Issuers and Fence are required")
+	}
+	return nil
+}
+
+func (o *Options) defaults() {
+	if o.IssuerRetryInterval <= 0 {
+		o.IssuerRetryInterval = DefaultIssuerRetryInterval
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.Registerer == nil {
+		o.Registerer = metrics.Registry
+	}
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+}
+
+// ForHub reports whether a request names a hub issuer (issuerRef.group
+// certhub.io): the only ones this package touches.
+func ForHub(cr *cmapi.CertificateRequest) bool { return cr.Spec.IssuerRef.Group == hubapi.GroupName }
+
+// SetupWithManager registers the signer with the multicluster manager.
+func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+	opts.defaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return err
+	}
+	r := &reconciler{opts: opts, metrics: m, getCluster: mgr.GetCluster}
+	base := mgr.GetLogger().WithName("crsign")
+	forHub := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		cr, ok := o.(*cmapi.CertificateRequest)
+		return ok && ForHub(cr)
+	})
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named("crsign").
+		For(&cmapi.CertificateRequest{}, mcbuilder.WithPredicates(forHub)).
+		WatchesRawSource(modeSource(opts.Modes, mgr.GetCluster, base)).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
+			if req == nil {
+				return base
+			}
+			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
+		}).
+		Complete(r)
+}
+
+// modeSource queues every hub request of a cluster whose mode changed (to
+// external or issue: they are signed now).
+func modeSource(m Modes, get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error), log logr.Logger) source.TypedSource[mcreconcile.Request] {
+	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
+		if m == nil {
+			return nil
+		}
+		m.Subscribe(func(name multicluster.ClusterName) {
+			cl, err := get(ctx, name)
+			if err != nil {
+				return // not engaged here
+			}
+			list := &cmapi.CertificateRequestList{}
+			if err := cl.GetCache().List(ctx, list); err != nil {
+				log.Error(err, "failed to list CertificateRequests after a mode change", "cluster", name)
+				return
+			}
+			for i := range list.Items {
+				if ForHub(&list.Items[i]) {
+					q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}})
+				}
+			}
+		})
+		return nil
+	})
+}

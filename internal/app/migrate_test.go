@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -136,5 +138,32 @@ func TestStatusShowsModeAndConflict(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "issue/ClusterConflict") {
 		t.Errorf("table lacks the conflict:\n%s", out.String())
+	}
+}
+
+// `certhub status --cluster` counts the requests the hub signs there, by
+// their Ready reason; cert-manager's own are not counted.
+func TestStatusCountsRequestsForTheHub(t *testing.T) {
+	scheme, err := hub.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := func(name, group, reason string) *cmapi.CertificateRequest {
+		r := &cmapi.CertificateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "mesh", Name: name},
+			Spec: cmapi.CertificateRequestSpec{IssuerRef: cmmeta.IssuerReference{Name: "ca", Kind: cmapi.ClusterIssuerKind, Group: group}}}
+		if reason != "" {
+			r.Status.Conditions = []cmapi.CertificateRequestCondition{{Type: cmapi.CertificateRequestConditionReady, Status: cmmeta.ConditionFalse, Reason: reason}}
+		}
+		return r
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		cr("a", hubapi.GroupName, cmapi.CertificateRequestReasonIssued), cr("b", hubapi.GroupName, cmapi.CertificateRequestReasonIssued),
+		cr("c", hubapi.GroupName, cmapi.CertificateRequestReasonFailed), cr("d", hubapi.GroupName, ""),
+		cr("e", "cert-manager.io", cmapi.CertificateRequestReasonIssued),
+	).Build()
+	row := &ClusterStatus{}
+	countRequests(context.Background(), c, row)
+	if got, want := requestsLine(row.Requests), "CertificateRequests signed by the hub (issuerRef.group certhub.io): 1 Failed, 2 Issued, 1 Waiting"; got != want {
+		t.Errorf("%q; want %q", got, want)
 	}
 }

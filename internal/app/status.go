@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/migrate"
@@ -64,7 +66,11 @@ type ClusterStatus struct {
 	NextRenewal   *time.Time `json:"nextRenewal,omitempty"`
 	LastWrite     *time.Time `json:"lastWrite,omitempty"`
 	// Violations counts issued certificates the policies no longer allow.
-	Violations   int              `json:"policyViolations,omitempty"`
+	Violations int `json:"policyViolations,omitempty"`
+	// Requests counts the CertificateRequests naming a hub issuer
+	// (issuerRef.group certhub.io), by their Ready reason (Issued, Failed,
+	// Denied, Pending; "Waiting" without one).
+	Requests     map[string]int   `json:"certificateRequests,omitempty"`
 	Certificates []CertificateRow `json:"certificates,omitempty"`
 }
 
@@ -230,6 +236,7 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 		return
 	}
 	row.State = StateConnected
+	countRequests(ctx, dc, row)
 	written := map[string]string{}
 	// Secret metadata only: status never reads a private key.
 	secrets := &metav1.PartialObjectMetadataList{}
@@ -289,6 +296,43 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 			row.Certificates = append(row.Certificates, cr)
 		}
 	}
+}
+
+// countRequests fills row.Requests; a registration that may not list
+// CertificateRequests leaves it empty.
+func countRequests(ctx context.Context, c client.Reader, row *ClusterStatus) {
+	list := &cmapi.CertificateRequestList{}
+	if err := c.List(ctx, list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !crsign.ForHub(cr) {
+			continue
+		}
+		if row.Requests == nil {
+			row.Requests = map[string]int{}
+		}
+		reason := apiutil.CertificateRequestReadyReason(cr)
+		if reason == "" {
+			reason = "Waiting"
+		}
+		row.Requests[reason]++
+	}
+}
+
+// requestsLine is "CertificateRequests for the hub: 5 Issued, 1 Failed".
+func requestsLine(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", m[k], k)
+	}
+	return "CertificateRequests signed by the hub (issuerRef.group certhub.io): " + strings.Join(parts, ", ")
 }
 
 // printRotations prints one line per CA rotation in progress (their state
@@ -396,6 +440,9 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		}
 		if r.Violations > 0 {
 			fmt.Fprintf(tw, "\n%d issued certificate(s) violate the current issuance policies (not revoked; their renewal will be denied)\n", r.Violations)
+		}
+		if len(r.Requests) > 0 {
+			fmt.Fprintf(tw, "\n%s\n", requestsLine(r.Requests))
 		}
 		return tw.Flush()
 	}

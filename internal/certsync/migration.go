@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,28 +47,15 @@ func (r *reconciler) plan(t *target, action migrate.Action, reason, message stri
 // migrationSource queues every Certificate of a cluster whose mode or
 // Writes answer changed (observe → issue: they are issued now).
 func migrationSource(m Migration, get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error), log logr.Logger) source.TypedSource[mcreconcile.Request] {
-	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
-		if m == nil {
-			return nil
-		}
-		m.Subscribe(func(name multicluster.ClusterName) {
-			cl, err := get(ctx, name)
-			if err != nil {
-				return // not engaged here
-			}
-			list := &unstructured.UnstructuredList{}
-			list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
-			if err := cl.GetCache().List(ctx, list); err != nil {
-				log.Error(err, "failed to list Certificates after a mode change", "cluster", name)
-				return
-			}
-			for i := range list.Items {
-				q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}})
-			}
-			log.V(1).Info("cluster mode or conflict changed; Certificates decided again", "cluster", name, "certificates", len(list.Items))
-		})
-		return nil
-	})
+	var subscribe func(func(multicluster.ClusterName))
+	if m != nil {
+		subscribe = m.Subscribe
+	}
+	return migrate.RequeueSource(subscribe, get, func() client.ObjectList {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
+		return list
+	}, nil, log)
 }
 
 // planKeep records, in a cluster the hub does not write in, that the

@@ -10,14 +10,12 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -28,6 +26,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -145,26 +144,12 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 // modeSource queues every hub request of a cluster whose mode changed (to
 // external or issue: they are signed now).
 func modeSource(m Modes, get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error), log logr.Logger) source.TypedSource[mcreconcile.Request] {
-	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
-		if m == nil {
-			return nil
-		}
-		m.Subscribe(func(name multicluster.ClusterName) {
-			cl, err := get(ctx, name)
-			if err != nil {
-				return // not engaged here
-			}
-			list := &cmapi.CertificateRequestList{}
-			if err := cl.GetCache().List(ctx, list); err != nil {
-				log.Error(err, "failed to list CertificateRequests after a mode change", "cluster", name)
-				return
-			}
-			for i := range list.Items {
-				if ForHub(&list.Items[i]) {
-					q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}})
-				}
-			}
-		})
-		return nil
-	})
+	var subscribe func(func(multicluster.ClusterName))
+	if m != nil {
+		subscribe = m.Subscribe
+	}
+	return migrate.RequeueSource(subscribe, get, func() client.ObjectList { return &cmapi.CertificateRequestList{} }, func(o client.Object) bool {
+		cr, ok := o.(*cmapi.CertificateRequest)
+		return ok && ForHub(cr)
+	}, log)
 }

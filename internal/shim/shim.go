@@ -1,22 +1,16 @@
 package shim
 
 import (
-	"context"
 	"fmt"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmcontroller "github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/go-logr/logr"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
@@ -25,6 +19,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/fence"
+	"github.com/certhub/certhub/internal/migrate"
 )
 
 const (
@@ -146,7 +141,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			For(k.object(), engage...).
 			// A shim Certificate edited or deleted by someone: its owner is synced again.
 			Watches(certificateObject(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](ownedBy(k.kind)), watchEngage...).
-			WatchesRawSource(changesSource(opts.Changes, mgr.GetCluster, k.list, log)).
+			WatchesRawSource(migrate.RequeueSource(opts.Changes, mgr.GetCluster, k.list, nil, log)). // skipped while the gate said no
 			WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 			WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 				if req == nil {
@@ -160,33 +155,4 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		}
 	}
 	return nil
-}
-
-// changesSource queues every object of list's kind in a cluster whose
-// Fence answer may have changed.
-func changesSource(changes func(func(multicluster.ClusterName)), get func(context.Context, multicluster.ClusterName) (cluster.Cluster, error),
-	list func() client.ObjectList, log logr.Logger) source.TypedSource[mcreconcile.Request] {
-	return source.TypedFunc[mcreconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
-		if changes == nil {
-			return nil
-		}
-		changes(func(name multicluster.ClusterName) {
-			cl, err := get(ctx, name)
-			if err != nil {
-				return // not engaged here
-			}
-			l := list()
-			if err := cl.GetCache().List(ctx, l); err != nil {
-				log.V(1).Info("cannot list after a change; left to the next event", "cluster", name, "error", err.Error())
-				return
-			}
-			_ = meta.EachListItem(l, func(o runtime.Object) error {
-				if obj, ok := o.(client.Object); ok {
-					q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}})
-				}
-				return nil
-			})
-		})
-		return nil
-	})
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"math/big"
 	"strings"
 	"testing"
@@ -22,8 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -39,18 +36,10 @@ import (
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-
-func scheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(s), cmapi.AddToScheme(s)); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // hubWithIssuers is a hub holding a CA ClusterIssuer "ca", a SelfSigned
 // "self" and an ACME "acme" (served by no ACME implementation here).
@@ -70,7 +59,7 @@ func hubWithIssuers(t *testing.T) (*issuance.Resolver, *x509.Certificate) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: "ca-key"}, Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}},
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "ca-key"}}}},
@@ -190,7 +179,7 @@ func TestReconcile(t *testing.T) {
 			for _, m := range tc.mutate {
 				m(cr)
 			}
-			c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
+			c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
 			fc := fixture.NewFakeCluster(c)
 			resolver, ca := hubWithIssuers(t)
 			f := tc.fence

@@ -6,19 +6,18 @@ import (
 	"testing"
 	"time"
 
-	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
@@ -110,15 +109,6 @@ func TestCertManagerWrite(t *testing.T) {
 	}
 }
 
-func scheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(s), cmapi.AddToScheme(s)); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // forbid makes c refuse reads of the kinds named, as RBAC does.
 func forbid(kinds ...string) interceptor.Funcs {
 	denied := func(obj runtime.Object) error {
@@ -176,7 +166,7 @@ func TestLook(t *testing.T) {
 			objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60), written}, forbid: []string{"Lease", "Certificate"}, skipped: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(tc.objs...).WithInterceptorFuncs(forbid(tc.forbid...)).WithReturnManagedFields().Build()
+			c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(tc.objs...).WithInterceptorFuncs(forbid(tc.forbid...)).WithReturnManagedFields().Build()
 			a, err := migrate.Look(context.Background(), c, migrate.DefaultLeaseNamespace, since, now)
 			if err != nil {
 				t.Fatal(err)

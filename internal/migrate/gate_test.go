@@ -24,6 +24,7 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 const hubNamespace = "certhub"
@@ -47,7 +48,7 @@ type bed struct {
 
 func newBed(t *testing.T, labels map[string]string, downstream ...client.Object) *bed {
 	t.Helper()
-	s := scheme(t)
+	s := testbed.Scheme()
 	b := &bed{
 		clock:    clocktesting.NewFakeClock(now),
 		down:     fake.NewClientBuilder().WithScheme(s).WithObjects(downstream...).WithReturnManagedFields().Build(),
@@ -121,27 +122,6 @@ func (b *bed) report(t *testing.T) (migrate.Report, bool) {
 	return r, ok
 }
 
-func (b *bed) metric(t *testing.T, name string) string {
-	t.Helper()
-	var sb strings.Builder
-	mfs, err := b.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				fmt.Fprintf(&sb, "%s=%s,", l.GetName(), l.GetValue())
-			}
-			fmt.Fprintf(&sb, "%g;", m.GetGauge().GetValue())
-		}
-	}
-	return sb.String()
-}
-
 func TestGateWrites(t *testing.T) {
 	held := fixture.CertManagerLease("cm-1", now, 60)
 	for name, tc := range map[string]struct {
@@ -193,15 +173,17 @@ func TestGateWrites(t *testing.T) {
 					t.Errorf("Event %q; want ClusterConflict naming the Lease's holder", ev)
 				}
 			}
-			want := "cluster=c1,0;"
+			// One series, 1 on a conflict; none for a cluster never looked at.
+			series, want := 1, 0.0
 			if tc.conflict {
-				want = "cluster=c1,1;"
+				want = 1
 			}
 			if tc.mode == "off" {
-				want = "" // never looked at
+				series = 0
 			}
-			if got := b.metric(t, "certhub_cluster_conflict"); got != want {
-				t.Errorf("certhub_cluster_conflict = %q; want %q", got, want)
+			got, _ := fixture.GaugeIn(t, b.reg, "certhub_cluster_conflict", map[string]string{"cluster": "c1"})
+			if n := testutil.CollectAndCount(b.reg, "certhub_cluster_conflict"); n != series || got != want {
+				t.Errorf("certhub_cluster_conflict: %d series, %g; want %d, %g", n, got, series, want)
 			}
 		})
 	}
@@ -316,7 +298,7 @@ func TestGatePlan(t *testing.T) {
 	if r.Counts[migrate.ActionAdopt] != 1 || r.Counts[migrate.ActionReissue] != 1 || r.Counts[migrate.ActionRefuse] != 1 || r.Counts[migrate.ActionIssue] != 0 {
 		t.Errorf("counts %v", r.Counts)
 	}
-	if got, _ := b.gauge(t, "certhub_migration_plan_certificates", "action", "Adopt"); got != 1 {
+	if got, _ := fixture.GaugeIn(t, b.reg, "certhub_migration_plan_certificates", map[string]string{"cluster": "c1", "action": "Adopt"}); got != 1 {
 		t.Errorf("certhub_migration_plan_certificates{action=Adopt} = %g; want 1", got)
 	}
 
@@ -331,28 +313,6 @@ func TestGatePlan(t *testing.T) {
 	if got := testutil.CollectAndCount(b.reg, "certhub_migration_plan_certificates"); got != 0 {
 		t.Errorf("%d plan series after the switch; want 0", got)
 	}
-}
-
-// gauge is the value of the registry's series name with label=value.
-func (b *bed) gauge(t *testing.T, name, label, value string) (float64, bool) {
-	t.Helper()
-	mfs, err := b.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
 }
 
 // A cluster acquired while a pass runs (the pass saw it unowned) keeps the

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/cmrunner"
@@ -101,18 +100,7 @@ func run(n int, out string) error {
 	if _, err := bed.RegisterLabelled(ctx, cp, map[string]string{hubapi.ModeLabel: hubapi.ModeExternal}); err != nil {
 		return err
 	}
-	o := hub.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
-	hubDone := make(chan error, 1)
-	hubCtx, stopHub := context.WithCancel(ctx)
-	go func() { hubDone <- hub.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-hubDone; err != nil {
-			fmt.Fprintf(os.Stderr, "hub replica: %v\n", err)
-		}
-	}()
+	defer benchutil.StartHub(ctx, bed, nil)()
 
 	w, err := watchReady(ctx, cp)
 	if err != nil {

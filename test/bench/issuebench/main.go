@@ -79,21 +79,11 @@ func run(n, burst int, out, cases string) error {
 	if _, err := bed.Register(ctx, cp); err != nil {
 		return err
 	}
-	o := hub.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
-	if cases == "fairness" {
-		o.IssuanceRate = fairnessRate
-	}
-	hubDone := make(chan error, 1)
-	hubCtx, stopHub := context.WithCancel(ctx)
-	go func() { hubDone <- hub.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-hubDone; err != nil {
-			fmt.Fprintf(os.Stderr, "hub replica: %v\n", err)
+	defer benchutil.StartHub(ctx, bed, func(o *hub.Options) {
+		if cases == "fairness" {
+			o.IssuanceRate = fairnessRate
 		}
-	}()
+	})()
 
 	const ns = "bench"
 	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -36,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
@@ -145,19 +144,8 @@ func run(clusters, per int, out string) error {
 			return err
 		}
 	}
-	o := hub.NewOptions()
-	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
-	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
-	hubDone := make(chan error, 1)
-	hubCtx, stopHub := context.WithCancel(ctx)
 	start = time.Now()
-	go func() { hubDone <- hub.Run(hubCtx, bed.Hub.Config, o) }()
-	defer func() {
-		stopHub()
-		if err := <-hubDone; err != nil {
-			fmt.Fprintf(os.Stderr, "hub replica: %v\n", err)
-		}
-	}()
+	defer benchutil.StartHub(ctx, bed, nil)()
 
 	// Observe: every cluster's plan says Adopt for every Certificate.
 	said := time.Now()

@@ -1,13 +1,17 @@
 package benchutil
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // BuildCertHub builds the certhub binary into dir and returns its path.
@@ -28,5 +32,26 @@ func StartReplica(bin, dir, id string, args ...string) (*fleet.Replica, error) {
 func Stop(r *fleet.Replica, sig syscall.Signal) {
 	if r.StopWithin(sig, 60*time.Second) != nil && r.Running() {
 		_ = r.Stop(syscall.SIGKILL)
+	}
+}
+
+// StartHub runs one hub replica in-process against bed ("bench-0", no
+// metrics or probe ports), after adjust (when set) changed its options. The
+// returned stop ends it and reports its error on stderr.
+func StartHub(ctx context.Context, bed *testbed.Bed, adjust func(*hub.Options)) (stop func()) {
+	o := hub.NewOptions()
+	o.Namespace, o.ClusterSecretNamespace = bed.HubNamespace(), bed.ArgoNamespace()
+	o.MetricsAddr, o.HealthProbeAddr, o.Identity = "0", "0", "bench-0"
+	if adjust != nil {
+		adjust(o)
+	}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { done <- hub.Run(ctx, bed.Hub.Config, o) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "hub replica: %v\n", err)
+		}
 	}
 }

@@ -80,6 +80,9 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 	}
 	switch ord.Status.State {
 	case hubapi.ACMEOrderValid:
+		if ord.Spec.KeyInCluster {
+			return issuance.Result{ChainPEM: ord.Status.Certificate}, nil
+		}
 		key, err := o.s.orderKey(ctx, ord)
 		if err != nil {
 			// The key is gone (deleted by hand): this order is of no use.
@@ -109,7 +112,7 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 		}
 		return issuance.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1, shared)
 	default:
-		if ord.Status.State == "" && o.s.opts.Clock.Since(ord.CreationTimestamp.Time) > o.s.opts.HoldDuration {
+		if ord.Status.State == "" && !ord.Spec.KeyInCluster && o.s.opts.Clock.Since(ord.CreationTimestamp.Time) > o.s.opts.HoldDuration {
 			if _, err := o.s.orderKey(ctx, ord); err != nil { // its creator died before writing the key
 				return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
 			}
@@ -157,7 +160,7 @@ func (o *orderer) identify(req issuance.OrderRequest) (name string, shared bool,
 	if _, err := limits(o.ci); err != nil {
 		return "", false, nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
 	}
-	if sharesIdentical(o.ci) && req.Key == nil && !keepsKey(req.Certificate) {
+	if sharesIdentical(o.ci) && req.Key == nil && req.CSR == nil && !keepsKey(req.Certificate) {
 		if name, err = sharedOrderName(o.ci.Name, req, dnsNames); err != nil {
 			return "", false, nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
 		}
@@ -197,22 +200,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		return &issuance.Pending{Reason: ReasonRateLimited, RetryAfter: min(wait, 5*time.Minute), Message: fmt.Sprintf(
 			"ClusterIssuer %s: its %q budget (the CA's rate limit, shared by every replica) is spent for now; shared fairly by cluster and namespace, nearest expiry first within a namespace; next try at %s", o.ci.Name, refused, at.Format(time.RFC3339))}
 	}
-	key := req.Key
-	if key == nil {
-		var err error
-		if key, err = pki.GeneratePrivateKeyForCertificate(req.Certificate); err != nil {
-			return &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
-		}
-	}
-	tmpl, err := issuance.CertificateRequest(req.Certificate) // the request cert-manager would send, as certsync hashes it
-	if err != nil {
-		return &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
-	}
-	csr, err := pki.EncodeCSR(tmpl, key)
-	if err != nil {
-		return fmt.Errorf("failed to create the CSR: %w", err)
-	}
-	keyPEM, err := pki.EncodePKCS8PrivateKey(key)
+	csr, keyPEM, err := orderCSR(req)
 	if err != nil {
 		return err
 	}
@@ -220,7 +208,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	ord := &hubapi.ACMEOrder{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Finalizers: []string{hubapi.TXTCleanupFinalizer}},
 		Spec: hubapi.ACMEOrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
-			DNSNames: dnsNames, Request: csr, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
+			DNSNames: dnsNames, Request: csr, KeyInCluster: keyPEM == nil, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
 	}
 	if err := o.s.hub.Create(ctx, ord); err != nil {
 		if replaces == "" {
@@ -230,6 +218,10 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 			return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
 		}
 		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+	}
+	if keyPEM == nil {
+		o.s.claim(ctx, ord)
+		return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Labels: map[string]string{hubapi.ACMEOrderLabel: name},
@@ -251,6 +243,33 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	}
 	o.s.claim(ctx, ord) // the creator drives its order; another replica takes over if it dies
 	return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+}
+
+// orderCSR is the DER request ord finalizes with and the PEM of its key:
+// req.CSR as it is (no key: it stays downstream), or a request
+// cert-manager would send (as certsync hashes it) for req.Key or a key
+// generated from the Certificate's spec.
+func orderCSR(req issuance.OrderRequest) (csr, keyPEM []byte, err error) {
+	if req.CSR != nil {
+		return req.CSR, nil, nil
+	}
+	key := req.Key
+	if key == nil {
+		if key, err = pki.GeneratePrivateKeyForCertificate(req.Certificate); err != nil {
+			return nil, nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
+		}
+	}
+	tmpl, err := issuance.CertificateRequest(req.Certificate)
+	if err != nil {
+		return nil, nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+	}
+	if csr, err = pki.EncodeCSR(tmpl, key); err != nil {
+		return nil, nil, fmt.Errorf("failed to create the CSR: %w", err)
+	}
+	if keyPEM, err = pki.EncodePKCS8PrivateKey(key); err != nil {
+		return nil, nil, err
+	}
+	return csr, keyPEM, nil
 }
 
 // oidSubjectAltName is the subject alternative name extension.

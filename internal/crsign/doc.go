@@ -22,6 +22,10 @@
 //
 // Writes go through Options.Fence (ownership, the write's deadline, and the
 // cluster's mode: migrate's RequestFence). CA ClusterIssuers sign; a
-// SelfSigned one cannot (it needs the key), and ACME is not served yet:
-// both fail the request with a message saying so.
+// SelfSigned one cannot (it needs the key) and fails the request saying
+// so. ACME ClusterIssuers order (order.go): one ACMEOrder in the hub per
+// request, finalized with the request's own CSR (no key in the hub), under
+// the account's ledger and shared DNS-01 like every order; the request is
+// Pending while it runs and Failed when it fails, as cert-manager's ACME
+// issuer reports it.
 package crsign

@@ -127,13 +127,6 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		rep.Pending(cr, nil, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
-	if _, orders := iss.(issuance.Orderer); orders {
-		rep.Failed(cr, fmt.Errorf("ClusterIssuer %q orders from an ACME server", ref.Name), issuance.ReasonIssuerNotSupported,
-			"The hub does not sign CertificateRequests with ACME ClusterIssuers yet")
-		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
-		return reconcile.Result{}, nil
-	}
-
 	tmpl, err := checkCSR(cr)
 	if err != nil {
 		rep.Failed(cr, err, ReasonBadCSR, "The CSR cannot be signed")
@@ -152,14 +145,11 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		}
 		d.Constrain(tmpl)
 	}
-	if b := r.opts.Budget; b != nil {
-		key := string(name) + "/" + cr.Namespace + "/certificaterequest/" + cr.Name
-		if wait := b.Admit(key, budget.Tenant{Cluster: string(name), Namespace: cr.Namespace}, cr.CreationTimestamp.Time); wait > 0 {
-			if apiutil.CertificateRequestReadyReason(cr) != cmapi.CertificateRequestReasonPending {
-				rep.Pending(cr, nil, ReasonRateLimited, "Waiting for the hub's issuance budget (--issuance-rate)")
-			}
-			return reconcile.Result{RequeueAfter: wait}, nil
-		}
+	if o, ok := iss.(issuance.Orderer); ok {
+		return r.order(ctx, name, cr, o, tmpl, rep)
+	}
+	if wait := r.admit(name, cr, rep); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	res, err := iss.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: tmpl.PublicKey})
 	if errors.Is(err, issuance.ErrNeedsPrivateKey) {
@@ -182,6 +172,21 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 	r.metrics.result(name, cmapi.CertificateRequestReasonIssued)
 	log.Info("signed CertificateRequest", "issuer", ref.Name)
 	return reconcile.Result{}, nil
+}
+
+// admit asks the hub's issuance budget for cr's signature: 0 when
+// admitted, else how long to wait (the request is Pending, RateLimited).
+func (r *reconciler) admit(name multicluster.ClusterName, cr *cmapi.CertificateRequest, rep *crutil.Reporter) time.Duration {
+	b := r.opts.Budget
+	if b == nil {
+		return 0
+	}
+	key := string(name) + "/" + cr.Namespace + "/certificaterequest/" + cr.Name
+	wait := b.Admit(key, budget.Tenant{Cluster: string(name), Namespace: cr.Namespace}, cr.CreationTimestamp.Time)
+	if wait > 0 && apiutil.CertificateRequestReadyReason(cr) != cmapi.CertificateRequestReasonPending {
+		rep.Pending(cr, nil, ReasonRateLimited, "Waiting for the hub's issuance budget (--issuance-rate)")
+	}
+	return wait
 }
 
 // save writes out's status when it differs from cr's, within the fence's

@@ -45,6 +45,13 @@ var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 // "self" and an ACME "acme" (served by no ACME implementation here).
 func hubWithIssuers(t *testing.T) (*issuance.Resolver, *x509.Certificate) {
 	t.Helper()
+	return hubWithACME(t, nil)
+}
+
+// hubWithACME is hubWithIssuers whose "acme" is served by acme (nil: not
+// served, IssuerNotSupported).
+func hubWithACME(t *testing.T, acme func(context.Context, *cmapi.ClusterIssuer) (issuance.Issuer, error)) (*issuance.Resolver, *x509.Certificate) {
+	t.Helper()
 	key, err := pki.GenerateECPrivateKey(pki.ECCurve256)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +73,7 @@ func hubWithIssuers(t *testing.T) (*issuance.Resolver, *x509.Certificate) {
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "self"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "acme"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{ACME: &cmacme.ACMEIssuer{Server: "https://acme.example/directory"}}}},
 	).Build()
-	r, err := issuance.New(issuance.Options{Client: c, Namespace: "certhub"})
+	r, err := issuance.New(issuance.Options{Client: c, Namespace: "certhub", ACME: acme})
 	if err != nil {
 		t.Fatal(err)
 	}

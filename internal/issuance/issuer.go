@@ -104,6 +104,13 @@ type OrderRequest struct {
 	Key crypto.Signer
 	// Current is the certificate this issuance replaces (nil for the first).
 	Current *x509.Certificate
+	// CSR, when set, is the DER request to finalize the order with: a
+	// downstream CertificateRequest's, whose key stays in its cluster. The
+	// Orderer then neither generates nor holds a key (Result.PrivateKey is
+	// nil), and the order is the request's alone (never shared).
+	// Certificate then describes the request: its namespace, name, UID,
+	// labels and the names of the CSR.
+	CSR []byte
 }
 
 // Pending is returned by Order while an order is in progress. Reason and

@@ -67,11 +67,16 @@ type ACMEOrderSpec struct {
 	// +optional
 	IPAddresses []string `json:"ipAddresses,omitempty"`
 	// Request is the DER certificate signing request; its key is in the
-	// Secret of the same name in this namespace. (No format: byte in the
+	// Secret of the same name in this namespace, unless KeyInCluster. (No format: byte in the
 	// schema: the API server's CEL check of spec's immutability refuses
 	// such a field on status updates.)
 	// +kubebuilder:validation:Format=""
 	Request []byte `json:"request"`
+	// KeyInCluster is true when the request is a downstream
+	// CertificateRequest's CSR: its key never left the cluster, and the
+	// order has no key Secret.
+	// +optional
+	KeyInCluster bool `json:"keyInCluster,omitempty"`
 	// Attempt counts the failed orders of this issuance before this one.
 	// +optional
 	Attempt int `json:"attempt,omitempty"`

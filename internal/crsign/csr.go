@@ -24,23 +24,23 @@ const (
 // carries, the key is one the hub signs) and returns the certificate
 // template cert-manager's CA issuer would sign for it
 // (pki.CertificateTemplateFromCertificateRequest: duration, usages and
-// isCA from the request's spec, checked against the CSR).
-func checkCSR(cr *cmapi.CertificateRequest) (*x509.Certificate, error) {
+// isCA from the request's spec, checked against the CSR), with the CSR.
+func checkCSR(cr *cmapi.CertificateRequest) (*x509.Certificate, *x509.CertificateRequest, error) {
 	csr, err := pki.DecodeX509CertificateRequestBytes(cr.Spec.Request)
 	if err != nil {
-		return nil, fmt.Errorf("spec.request does not hold a PEM CSR: %w", err)
+		return nil, nil, fmt.Errorf("spec.request does not hold a PEM CSR: %w", err)
 	}
 	if err := csr.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("the CSR's signature does not verify with its own public key: %w", err)
+		return nil, nil, fmt.Errorf("the CSR's signature does not verify with its own public key: %w", err)
 	}
 	if err := checkKey(csr.PublicKey); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tmpl, err := pki.CertificateTemplateFromCertificateRequest(cr)
 	if err != nil {
-		return nil, fmt.Errorf("the CSR does not match the request's spec: %w", err)
+		return nil, nil, fmt.Errorf("the CSR does not match the request's spec: %w", err)
 	}
-	return tmpl, nil
+	return tmpl, csr, nil
 }
 
 // checkKey refuses weak or unknown public keys.

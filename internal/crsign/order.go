@@ -26,11 +26,7 @@ import (
 // request is Pending with the order's reason; a failed order fails the
 // request (terminal, as cert-manager's ACME issuer does: the Certificate
 // above it, if any, retries with a new request).
-func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, cr *cmapi.CertificateRequest, o issuance.Orderer, tmpl *x509.Certificate, rep *crutil.Reporter) (reconcile.Result, error) {
-	csr, err := pki.DecodeX509CertificateRequestBytes(cr.Spec.Request) // checkCSR parsed it already
-	if err != nil {
-		return reconcile.Result{}, err
-	}
+func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, cr *cmapi.CertificateRequest, o issuance.Orderer, tmpl *x509.Certificate, csr *x509.CertificateRequest, rep *crutil.Reporter) (reconcile.Result, error) {
 	req := issuance.OrderRequest{Cluster: string(name), Certificate: orderCertificate(cr, tmpl), Template: tmpl, CSR: csr.Raw}
 	inFlight, err := o.InFlight(ctx, req)
 	if err != nil {

@@ -127,7 +127,7 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		rep.Pending(cr, nil, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
-	tmpl, err := checkCSR(cr)
+	tmpl, csr, err := checkCSR(cr)
 	if err != nil {
 		rep.Failed(cr, err, ReasonBadCSR, "The CSR cannot be signed")
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
@@ -146,10 +146,24 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		d.Constrain(tmpl)
 	}
 	if o, ok := iss.(issuance.Orderer); ok {
-		return r.order(ctx, name, cr, o, tmpl, rep)
+		return r.order(ctx, name, cr, o, tmpl, csr, rep)
 	}
-	if wait := r.admit(name, cr, rep); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
+	sealer, seals := iss.(issuance.Sealer)
+	if !seals || !claimed(ctx, name, cr, sealer, csr.Raw, tmpl, rec) {
+		if wait := r.admit(name, cr, rep); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		if seals {
+			if err := writeClaim(ctx, r.opts.Fence, name, cl, cr, sealer, csr.Raw, tmpl); err != nil {
+				if apierrors.IsConflict(err) {
+					return reconcile.Result{RequeueAfter: time.Second}, nil // decided again on the fresh object
+				}
+				if errors.Is(err, fence.ErrNotOwner) {
+					return reconcile.Result{}, nil
+				}
+				return reconcile.Result{}, err
+			}
+		}
 	}
 	res, err := iss.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: tmpl.PublicKey})
 	if errors.Is(err, issuance.ErrNeedsPrivateKey) {
@@ -170,7 +184,9 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 	}
 	rep.Ready(cr)
 	r.metrics.result(name, cmapi.CertificateRequestReasonIssued)
-	log.Info("signed CertificateRequest", "issuer", ref.Name)
+	if leaf, err := pki.DecodeX509CertificateBytes(cr.Status.Certificate); err == nil {
+		log.Info("signed CertificateRequest", "issuer", ref.Name, "serial", leaf.SerialNumber.Text(16))
+	}
 	return reconcile.Result{}, nil
 }
 

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -16,7 +19,13 @@ import (
 type ca struct {
 	certs []*x509.Certificate
 	key   crypto.Signer
+	// sealKey is derived from key (HKDF-SHA256); nil when key's type
+	// cannot be marshalled.
+	sealKey []byte
 }
+
+// sealInfo is the HKDF info of the seal key: a key for this use only.
+const sealInfo = "certhub.io seal v1"
 
 func newCA(certPEM, keyPEM []byte) (*ca, error) {
 	if len(certPEM) == 0 || len(keyPEM) == 0 {
@@ -36,7 +45,21 @@ func newCA(certPEM, keyPEM []byte) (*ca, error) {
 	if !certs[0].IsCA {
 		return nil, errors.New("the certificate in tls.crt is not a CA (basicConstraints CA=false)")
 	}
-	return &ca{certs: certs, key: key}, nil
+	c := &ca{certs: certs, key: key}
+	if der, err := x509.MarshalPKCS8PrivateKey(key); err == nil {
+		c.sealKey, _ = hkdf.Key(sha256.New, der, nil, sealInfo, sha256.Size)
+	}
+	return c, nil
+}
+
+// Seal is HMAC-SHA256 of msg under a key derived from the CA's private key.
+func (c *ca) Seal(msg []byte) []byte {
+	if c.sealKey == nil {
+		return nil
+	}
+	m := hmac.New(sha256.New, c.sealKey)
+	m.Write(msg)
+	return m.Sum(nil)
 }
 
 func (c *ca) Sign(_ context.Context, req Request) (Result, error) {

@@ -130,6 +130,15 @@ type Voucher interface {
 	Issued(cert *x509.Certificate) bool
 }
 
+// Sealer is an Issuer that seals messages with a key only holders of its
+// signing key can derive (an HMAC keyed from the CA's private key): what
+// the hub records downstream before it signs (internal/crsign's claim)
+// cannot be written or edited by anyone else there. Seal returns nil when
+// the issuer cannot seal.
+type Sealer interface {
+	Seal(msg []byte) []byte
+}
+
 // Issuer signs certificate requests. Implementations are safe for concurrent use.
 type Issuer interface {
 	Sign(ctx context.Context, req Request) (Result, error)

@@ -15,6 +15,10 @@
 //     decides on the certificate exactly as it will be signed (the same
 //     engine as Certificates: cluster, namespace, issuer, every name and
 //     attribute), and the issuance budget admits it;
+//   - the certificate is a function of the request (tbs.go): its serial an
+//     HMAC under a key derived from the CA's, its validity from the
+//     request's creation and approval; a replica that finishes a request
+//     after the signer died signs the same certificate, never a second;
 //   - signed: status.certificate, status.ca, Ready=True/Issued; refused:
 //     Ready=False/Failed with the reason's Warning Event and failureTime
 //     (terminal, as cert-manager's); an issuer missing or not ready:

@@ -42,6 +42,9 @@ const (
 	ReasonSigningError = "SigningError"
 	// ReasonRateLimited: waiting for the hub's issuance budget.
 	ReasonRateLimited = "RateLimited"
+	// ReasonNotBeforeAhead: the request's creation or approval lies ahead
+	// of the hub's clock by more than MaxClockSkew; it is signed later.
+	ReasonNotBeforeAhead = "NotBeforeAhead"
 )
 
 type reconciler struct {
@@ -148,22 +151,14 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 	if o, ok := iss.(issuance.Orderer); ok {
 		return r.order(ctx, name, cr, o, tmpl, csr, rep)
 	}
-	sealer, seals := iss.(issuance.Sealer)
-	if !seals || !claimed(ctx, name, cr, sealer, csr.Raw, tmpl, rec) {
-		if wait := r.admit(name, cr, rep); wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, nil
+	if s, ok := iss.(issuance.Sealer); ok {
+		if wait, _ := fixTBS(name, cr, s, csr.Raw, tmpl, r.opts.clock.Now()); wait > 0 {
+			rep.Pending(cr, nil, ReasonNotBeforeAhead, fmt.Sprintf("The request's creation or approval lies more than %s ahead of the hub's clock; it is signed in %s, never valid from the future", MaxClockSkew, wait.Round(time.Second)))
+			return reconcile.Result{RequeueAfter: min(wait, 5*time.Minute)}, nil
 		}
-		if seals {
-			if err := writeClaim(ctx, r.opts.Fence, name, cl, cr, sealer, csr.Raw, tmpl); err != nil {
-				if apierrors.IsConflict(err) {
-					return reconcile.Result{RequeueAfter: time.Second}, nil // decided again on the fresh object
-				}
-				if errors.Is(err, fence.ErrNotOwner) {
-					return reconcile.Result{}, nil
-				}
-				return reconcile.Result{}, err
-			}
-		}
+	}
+	if wait := r.admit(name, cr, rep); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	res, err := iss.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: tmpl.PublicKey})
 	if errors.Is(err, issuance.ErrNeedsPrivateKey) {

@@ -33,10 +33,9 @@ const (
 //   - certificates/status get/update/patch: Ready, notAfter, renewalTime, revision;
 //   - issuers get: namespaced Issuers (SelfSigned/CA) resolve downstream;
 //   - certificaterequests get/list/watch: the requests the hub signs
-//     (internal/crsign); patch: their signing claim; delete: the requests a
-//     Certificate taken over from cert-manager leaves (internal/certsync);
-//     certificaterequests/status get/update/patch: the signed certificate
-//     and conditions;
+//     (internal/crsign); delete: the requests a Certificate taken over from
+//     cert-manager leaves (internal/certsync); certificaterequests/status
+//     get/update/patch: the signed certificate and conditions;
 //   - secrets get/list/watch/create/update/patch: the TLS Secrets (cached only
 //     when labelled certhub.io/managed-by), keystore passwords, CA key pairs
 //     of namespaced CA Issuers; never delete;
@@ -50,7 +49,7 @@ func DownstreamRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificates/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"issuers"}, Verbs: []string{"get"}},
-		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificaterequests"}, Verbs: []string{"get", "list", "watch", "delete", "patch"}},
+		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificaterequests"}, Verbs: []string{"get", "list", "watch", "delete"}},
 		{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificaterequests/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},

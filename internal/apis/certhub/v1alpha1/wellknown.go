@@ -100,17 +100,6 @@ const (
 	RequestHashAnnotation = KeyPrefix + "request-hash"
 )
 
-// On downstream CertificateRequests the hub signs (internal/crsign).
-const (
-	// SigningClaimAnnotation is written by the hub before it signs a
-	// request: the serial number and validity it chose, sealed with a key
-	// derived from the issuer's CA key and bound to the cluster, the
-	// request (namespace, name, UID) and its CSR. A replica that finishes
-	// the request after the signer died signs the same certificate again;
-	// a claim without a valid seal (edited, copied, forged) is ignored.
-	SigningClaimAnnotation = KeyPrefix + "signing-claim"
-)
-
 // On downstream ConfigMaps.
 const (
 	// TrustBundleLabel marks the trust bundle ConfigMaps certhub writes

@@ -130,11 +130,13 @@ type Voucher interface {
 	Issued(cert *x509.Certificate) bool
 }
 
-// Sealer is an Issuer that seals messages with a key only holders of its
-// signing key can derive (an HMAC keyed from the CA's private key): what
-// the hub records downstream before it signs (internal/crsign's claim)
-// cannot be written or edited by anyone else there. Seal returns nil when
-// the issuer cannot seal.
+// Sealer is an Issuer with a secret only holders of its signing key can
+// derive: Seal is HMAC-SHA256 of msg under a key derived (HKDF) from the
+// CA's private key, a MAC and a pseudo-random function nobody else can
+// compute. internal/crsign derives a request's serial number with it, so
+// every replica signs the same certificate for one request and nobody
+// downstream can predict or choose it. Seal returns nil when the issuer
+// cannot seal.
 type Sealer interface {
 	Seal(msg []byte) []byte
 }

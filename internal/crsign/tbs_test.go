@@ -62,9 +62,11 @@ func TestEveryReplicaSignsTheSameCertificate(t *testing.T) {
 	resolver, _ := hubWithIssuers(t)
 	store := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
 	var lost []byte // the status the dying replica tried to write
-	dying := interceptor.NewClient(store.(client.WithWatch), interceptor.Funcs{
+	dying := interceptor.NewClient(store, interceptor.Funcs{
 		SubResourceUpdate: func(_ context.Context, _ client.Client, _ string, obj client.Object, _ ...client.SubResourceUpdateOption) error {
-			lost = obj.(*cmapi.CertificateRequest).Status.Certificate
+			if cr, ok := obj.(*cmapi.CertificateRequest); ok {
+				lost = cr.Status.Certificate
+			}
 			return errors.New("killed")
 		},
 	})

@@ -71,7 +71,7 @@ func TestOneSignaturePerRequestThroughSIGKILL(t *testing.T) {
 	}
 
 	// Mid-way: every request claimed and signed, its status write held.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, fixture.WaitTimeout, true, func(context.Context) (bool, error) {
 		held, _ := proxy.Held()
 		for _, cr := range crs {
 			if !contains(held, "/certificaterequests/"+cr.Name+"/status") {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,27 +139,9 @@ func TestOrder(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(cr), got); err != nil {
 				t.Fatal(err)
 			}
-			ready := apiutil.GetCertificateRequestCondition(got, cmapi.CertificateRequestConditionReady)
-			switch {
-			case tc.reason == "" && ready != nil:
-				t.Errorf("Ready %s/%s %q; want no condition", ready.Status, ready.Reason, ready.Message)
-			case tc.reason != "" && (ready == nil || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.says)):
-				t.Errorf("Ready %+v; want reason %s saying %q", ready, tc.reason, tc.says)
-			}
-			if signed := len(got.Status.Certificate) > 0; signed != tc.signed {
-				t.Errorf("signed %t; want %t", signed, tc.signed)
-			}
+			checkOutcome(t, got, res, drain(fc), outcome{reason: tc.reason, says: tc.says, signed: tc.signed, failed: tc.failed, requeue: tc.requeue, event: tc.event})
 			if len(got.Status.CA) > 0 {
 				t.Error("status.ca set: an ACME CA names no root")
-			}
-			if (got.Status.FailureTime != nil) != tc.failed {
-				t.Errorf("failureTime %v; want set %t", got.Status.FailureTime, tc.failed)
-			}
-			if (res.RequeueAfter > 0) != tc.requeue {
-				t.Errorf("requeue after %s; want one %t", res.RequeueAfter, tc.requeue)
-			}
-			if events := drain(fc); !strings.Contains(events, tc.event) || (tc.event == "") != (events == "") {
-				t.Errorf("Events %q; want %q", events, tc.event)
 			}
 		})
 	}

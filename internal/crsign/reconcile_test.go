@@ -207,16 +207,8 @@ func TestReconcile(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(cr), got); err != nil {
 				t.Fatal(err)
 			}
-			ready := apiutil.GetCertificateRequestCondition(got, cmapi.CertificateRequestConditionReady)
-			switch {
-			case tc.reason == "" && ready != nil:
-				t.Errorf("Ready %s/%s %q; want no condition", ready.Status, ready.Reason, ready.Message)
-			case tc.reason != "" && (ready == nil || ready.Reason != tc.reason || !strings.Contains(ready.Message, tc.says)):
-				t.Errorf("Ready %+v; want reason %s saying %q", ready, tc.reason, tc.says)
-			}
-			if signed := len(got.Status.Certificate) > 0; signed != tc.signed {
-				t.Errorf("signed %t; want %t", signed, tc.signed)
-			} else if signed {
+			checkOutcome(t, got, res, drain(fc), outcome{reason: tc.reason, says: tc.says, signed: tc.signed, failed: tc.failed, requeue: tc.requeue, event: tc.event})
+			if len(got.Status.Certificate) > 0 {
 				leaf, err := pki.DecodeX509CertificateBytes(got.Status.Certificate)
 				if err != nil || leaf.CheckSignatureFrom(ca) != nil {
 					t.Errorf("the certificate is not the hub CA's: %v", err)
@@ -225,17 +217,39 @@ func TestReconcile(t *testing.T) {
 					t.Error("the certificate is not for the CSR's key")
 				}
 			}
-			if (got.Status.FailureTime != nil) != tc.failed {
-				t.Errorf("failureTime %v; want set %t", got.Status.FailureTime, tc.failed)
-			}
-			if (res.RequeueAfter > 0) != tc.requeue {
-				t.Errorf("requeue after %s; want one %t", res.RequeueAfter, tc.requeue)
-			}
-			events := drain(fc)
-			if (tc.event == "") != (events == "") || !strings.Contains(events, tc.event) {
-				t.Errorf("Events %q; want %q", events, tc.event)
-			}
 		})
+	}
+}
+
+// outcome is what one reconcile should leave: Ready's reason (none when
+// "") saying says, a certificate or not, failureTime set or not, a requeue
+// or not, and the Events (none when "") including event.
+type outcome struct {
+	reason, says            string
+	signed, failed, requeue bool
+	event                   string
+}
+
+func checkOutcome(t *testing.T, got *cmapi.CertificateRequest, res reconcile.Result, events string, want outcome) {
+	t.Helper()
+	ready := apiutil.GetCertificateRequestCondition(got, cmapi.CertificateRequestConditionReady)
+	switch {
+	case want.reason == "" && ready != nil:
+		t.Errorf("Ready %s/%s %q; want no condition", ready.Status, ready.Reason, ready.Message)
+	case want.reason != "" && (ready == nil || ready.Reason != want.reason || !strings.Contains(ready.Message, want.says)):
+		t.Errorf("Ready %+v; want reason %s saying %q", ready, want.reason, want.says)
+	}
+	if signed := len(got.Status.Certificate) > 0; signed != want.signed {
+		t.Errorf("signed %t; want %t", signed, want.signed)
+	}
+	if (got.Status.FailureTime != nil) != want.failed {
+		t.Errorf("failureTime %v; want set %t", got.Status.FailureTime, want.failed)
+	}
+	if (res.RequeueAfter > 0) != want.requeue {
+		t.Errorf("requeue after %s; want one %t", res.RequeueAfter, want.requeue)
+	}
+	if (want.event == "") != (events == "") || !strings.Contains(events, want.event) {
+		t.Errorf("Events %q; want %q", events, want.event)
 	}
 }
 

@@ -10,8 +10,12 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/cespare/xxhash/v2"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // ACME Renewal Information (ARI, RFC 9773): the CA suggests a window in
@@ -38,6 +42,9 @@ type ariEntry struct {
 	next     time.Time // when to ask the CA again
 	asked    time.Time // when certsync last asked (entries not asked for are dropped)
 	fetching bool
+	// status is what the last answer shows in status.acme.ari; nil before
+	// the first answer and when the CA has no ARI.
+	status *cmapi.CertificateACMEARIStatus
 }
 
 // ariCache maps ARI certificate identifiers to what their CA said.
@@ -60,25 +67,26 @@ func (c *ariCache) prune(now time.Time, interval time.Duration) {
 	}
 }
 
-// RenewalTime returns when cert, issued for the downstream Certificate
-// cluster/namespace/name by ref, should be renewed according to its CA's
-// renewal information; ok is false when ref is no ACME ClusterIssuer, the
-// CA offers no ARI, or nothing is known yet (a background fetch then
-// wakes the Certificate when the answer arrives); recheck is when the
-// answer goes stale and should be asked for again. It never waits for the CA.
-func (s *Service) RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) (at time.Time, ok bool, recheck time.Time) {
+// RenewalTime returns what cert's CA says about renewing it, cert being
+// issued for the downstream Certificate cluster/namespace/name by ref: the
+// renewal time chosen in its window (zero when ref is no ACME
+// ClusterIssuer, the CA offers no ARI, or nothing is known yet: a
+// background fetch then wakes the Certificate when the answer arrives),
+// when the answer goes stale, and status.acme.ari. It never waits for the CA.
+func (s *Service) RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) issuance.RenewalAdvice {
 	if ref.Kind != cmapi.ClusterIssuerKind || s.opts.RenewalInfoInterval < 0 {
-		return time.Time{}, false, time.Time{}
+		return issuance.RenewalAdvice{}
 	}
 	ci := &cmapi.ClusterIssuer{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Name: ref.Name}, ci); err != nil || ci.Spec.ACME == nil {
-		return time.Time{}, false, time.Time{}
+		return issuance.RenewalAdvice{}
 	}
 	id, err := acmeapi.CertificateARIID(cert)
 	if err != nil {
-		return time.Time{}, false, time.Time{}
+		return issuance.RenewalAdvice{}
 	}
 	now := s.opts.Clock.Now()
+	var adv issuance.RenewalAdvice
 	s.mu.Lock()
 	e, ok := s.ari.m[id]
 	if !ok {
@@ -90,14 +98,14 @@ func (s *Service) RenewalTime(ctx context.Context, cluster, namespace, name stri
 	if stale {
 		e.fetching = true
 	} else if !e.fetching {
-		recheck = e.next
+		adv.Recheck = e.next
 	}
-	at = e.at
+	adv.At, adv.Status = e.at, e.status.DeepCopy()
 	s.mu.Unlock()
 	if stale {
 		go s.fetchRenewalInfo(ci.DeepCopy(), id, cert, cluster, namespace, name)
 	}
-	return at, !at.IsZero(), recheck
+	return adv
 }
 
 // fetchRenewalInfo asks ci's CA for cert's window, stores the point chosen
@@ -109,21 +117,38 @@ func (s *Service) fetchRenewalInfo(ci *cmapi.ClusterIssuer, id string, cert *x50
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 	defer cancel()
 	log := ctrl.Log.WithName("acme").WithValues("cluster", cluster, "certificate", namespace+"/"+name, "issuer", ci.Name)
-	at, retry, err := s.renewalInfo(ctx, ci, id, cert)
+	at, ri, err := s.renewalInfo(ctx, ci, id, cert)
 	now := s.opts.Clock.Now()
 	interval := s.opts.RenewalInfoInterval
-	if err != nil {
-		if !errors.Is(err, acmeapi.ErrCADoesNotSupportARI) {
-			log.V(1).Info("failed to get the certificate's renewal information", "err", err.Error())
-			interval = min(interval, s.opts.RetryBase)
-		}
-	} else if retry > 0 {
-		interval = min(interval, retry)
-	}
 	s.mu.Lock()
 	e := s.ari.m[id]
-	moved := e.at != at
-	e.at, e.next, e.fetching = at, now.Add(interval), false
+	status := e.status.DeepCopy()
+	s.mu.Unlock()
+	switch {
+	case errors.Is(err, acmeapi.ErrCADoesNotSupportARI):
+		status = nil // as cert-manager: no status.acme
+	case err != nil:
+		log.V(1).Info("failed to get the certificate's renewal information", "err", err.Error())
+		interval = min(interval, s.opts.RetryBase)
+		if status == nil {
+			status = &cmapi.CertificateACMEARIStatus{}
+		}
+		status.LastError = err.Error()
+	default:
+		if ri.RetryAfter > 0 {
+			interval = min(interval, ri.RetryAfter)
+		}
+		status = &cmapi.CertificateACMEARIStatus{ExplanationURL: ri.ExplanationURL}
+		if w := ri.SuggestedWindow; !w.Start.IsZero() && !w.End.IsZero() {
+			status.SuggestedWindow = &cmapi.ACMERenewalWindow{Start: wholeSeconds(w.Start), End: wholeSeconds(w.End)}
+		}
+	}
+	if status != nil {
+		status.LastChecked, status.NextCheck = wholeSeconds(now), wholeSeconds(now.Add(interval))
+	}
+	s.mu.Lock()
+	moved := e.at != at || !apiequality.Semantic.DeepEqual(e.status, status)
+	e.at, e.next, e.fetching, e.status = at, now.Add(interval), false, status
 	s.ari.prune(now, s.opts.RenewalInfoInterval)
 	s.mu.Unlock()
 	if moved {
@@ -133,28 +158,33 @@ func (s *Service) fetchRenewalInfo(ci *cmapi.ClusterIssuer, id string, cert *x50
 }
 
 // renewalInfo returns the renewal time chosen in cert's ARI window (zero
-// when the CA has none) and the CA's Retry-After.
-func (s *Service) renewalInfo(ctx context.Context, ci *cmapi.ClusterIssuer, id string, cert *x509.Certificate) (time.Time, time.Duration, error) {
+// when the CA has none) and the CA's answer.
+func (s *Service) renewalInfo(ctx context.Context, ci *cmapi.ClusterIssuer, id string, cert *x509.Certificate) (time.Time, *acmeapi.RenewalInfoResponse, error) {
 	cl, err := s.client(ctx, ci)
 	if err != nil {
-		return time.Time{}, 0, err
+		return time.Time{}, nil, err
 	}
 	ri, err := cl.GetRenewalInfo(ctx, cert)
 	if err != nil {
-		return time.Time{}, 0, err
+		return time.Time{}, nil, err
 	}
 	w := ri.SuggestedWindow
 	if w.Start.IsZero() || w.End.IsZero() {
-		return time.Time{}, ri.RetryAfter, nil
+		return time.Time{}, ri, nil
 	}
 	if !w.Start.After(cert.NotBefore) {
 		// A window that opens at or before the certificate was issued does
 		// not describe it (cert-manager 1.21 ignores it the same way,
 		// internal/controller/certificates/policies): renewing by it would
 		// re-issue at once, again and again. The spec's renewal time holds.
-		return time.Time{}, ri.RetryAfter, nil
+		return time.Time{}, ri, nil
 	}
-	return pointInWindow(id, w.Start, w.End), ri.RetryAfter, nil
+	return pointInWindow(id, w.Start, w.End), ri, nil
+}
+
+// wholeSeconds is t as the API stores a time.
+func wholeSeconds(t time.Time) *metav1.Time {
+	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
 }
 
 // pointInWindow is a time in [start, end) fixed by id.

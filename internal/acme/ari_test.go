@@ -20,6 +20,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -152,7 +153,10 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 	ref := cmmeta.IssuerReference{Name: "le", Kind: cmapi.ClusterIssuerKind}
 	cert := leaf(t, 42)
 	ctx := context.Background()
-	ask := func() (time.Time, bool, time.Time) { return s.RenewalTime(ctx, "east", "shop", "web", ref, cert) }
+	ask := func() (time.Time, bool, time.Time) {
+		a := s.RenewalTime(ctx, "east", "shop", "web", ref, cert)
+		return a.At, !a.At.IsZero(), a.Recheck
+	}
 	awaitWake := func(what string) {
 		t.Helper()
 		select {
@@ -182,7 +186,12 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 	if id, _ := acmeapi.CertificateARIID(cert); srv.lastCertPath != id {
 		t.Errorf("asked for %q, want the certificate's ARI identifier %q", srv.lastCertPath, id)
 	}
-	if again, _, _ := s.RenewalTime(ctx, "west", "shop", "web", ref, cert); !again.Equal(at) {
+	if got := s.RenewalTime(ctx, "east", "shop", "web", ref, cert).Status; got == nil || got.SuggestedWindow == nil ||
+		!got.SuggestedWindow.Start.Equal(&metav1.Time{Time: start}) || !got.SuggestedWindow.End.Equal(&metav1.Time{Time: end}) ||
+		!got.NextCheck.Time.Equal(clk.Now().Add(600*time.Second).Truncate(time.Second)) || got.LastError != "" {
+		t.Errorf("status.acme.ari %+v; want the window [%s, %s), next check at the Retry-After", got, start, end)
+	}
+	if again := s.RenewalTime(ctx, "west", "shop", "web", ref, cert).At; !again.Equal(at) {
 		t.Errorf("the same certificate got %s, then %s: the point in the window must be fixed", at, again)
 	}
 	if n := srv.count(); n != 1 {
@@ -213,7 +222,7 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 		t.Errorf("advice %s from a window opening before the certificate was issued", at4)
 	}
 
-	if _, ok, _ := s.RenewalTime(ctx, "east", "shop", "web", cmmeta.IssuerReference{Name: "ca", Kind: cmapi.IssuerKind}, cert); ok {
+	if a := s.RenewalTime(ctx, "east", "shop", "web", cmmeta.IssuerReference{Name: "ca", Kind: cmapi.IssuerKind}, cert); !a.At.IsZero() || a.Status != nil {
 		t.Error("a namespaced Issuer got ARI advice")
 	}
 	srv.mu.Lock()
@@ -221,7 +230,7 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 	srv.mu.Unlock()
 	s.clients = clientCache{m: map[string]*acmeapi.Client{}} // a fresh directory
 	other := leaf(t, 43)
-	_, _, _ = s.RenewalTime(ctx, "east", "shop", "api", ref, other)
+	_ = s.RenewalTime(ctx, "east", "shop", "api", ref, other)
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -232,8 +241,8 @@ func TestRenewalTimeFromTheCAsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, recheck := s.RenewalTime(ctx, "east", "shop", "api", ref, other); ok || !recheck.Equal(clk.Now().Add(time.Hour)) {
-		t.Errorf("a CA without ARI: ok %t, recheck %s; want no advice, asked again after the interval", ok, recheck)
+	if a := s.RenewalTime(ctx, "east", "shop", "api", ref, other); !a.At.IsZero() || a.Status != nil || !a.Recheck.Equal(clk.Now().Add(time.Hour)) {
+		t.Errorf("a CA without ARI: %+v; want no advice and no status.acme, asked again after the interval", a)
 	}
 }
 

@@ -9,6 +9,10 @@ import (
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // fakeAdvisor answers RenewalTime with fixed values, relative to the
@@ -16,12 +20,16 @@ import (
 type fakeAdvisor struct {
 	at, recheck time.Time
 	ok          bool
+	status      *cmapi.CertificateACMEARIStatus
 	asked       int
 }
 
-func (f *fakeAdvisor) RenewalTime(context.Context, string, string, string, cmmeta.IssuerReference, *x509.Certificate) (time.Time, bool, time.Time) {
+func (f *fakeAdvisor) RenewalTime(context.Context, string, string, string, cmmeta.IssuerReference, *x509.Certificate) issuance.RenewalAdvice {
 	f.asked++
-	return f.at, f.ok, f.recheck
+	if !f.ok {
+		return issuance.RenewalAdvice{Recheck: f.recheck}
+	}
+	return issuance.RenewalAdvice{At: f.at, Recheck: f.recheck, Status: f.status}
 }
 
 // The CA's renewal time (ARI) moves an issued certificate's renewal time
@@ -82,5 +90,49 @@ func TestRenewalAdvice(t *testing.T) {
 				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tt.requeue)
 			}
 		})
+	}
+}
+
+// status.acme.ari is the CA's last answer about the current certificate,
+// as cert-manager 1.21 fills it; one a user wrote is replaced and decides
+// nothing (no renewal), and it is cleared when the CA says nothing.
+func TestACMEStatusIsTheCAsAnswer(t *testing.T) {
+	const day = 24 * time.Hour
+	h := newReconcilerHarness(t, nil, testCertificate())
+	adv := &fakeAdvisor{}
+	h.r.opts.RenewalAdvice = adv
+	h.reconcile("web")
+	issued := h.clk.Now()
+	sec := func(d time.Duration) *metav1.Time {
+		return &metav1.Time{Time: issued.Add(d).UTC().Truncate(time.Second)}
+	}
+	ari := &cmapi.CertificateACMEARIStatus{SuggestedWindow: &cmapi.ACMERenewalWindow{Start: sec(50 * day), End: sec(52 * day)},
+		ExplanationURL: "https://ca.example/why", LastChecked: sec(0), NextCheck: sec(6 * time.Hour)}
+	adv.ok, adv.at, adv.status = true, issued.Add(51*day), ari
+
+	h.reconcile("web")
+	crt := h.certificate("web")
+	if crt.Status.ACME == nil || !apiequality.Semantic.DeepEqual(crt.Status.ACME.ARI, ari) {
+		t.Fatalf("status.acme %+v; want the CA's answer %+v", crt.Status.ACME, ari)
+	}
+
+	// A user writes a window that has passed: nothing renews, it is replaced.
+	crt.Status.ACME.ARI = &cmapi.CertificateACMEARIStatus{SuggestedWindow: &cmapi.ACMERenewalWindow{Start: sec(-2 * day), End: sec(-day)}}
+	if err := h.c.Status().Update(context.Background(), crt); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("web")
+	crt = h.certificate("web")
+	if rev(crt) != 1 {
+		t.Fatalf("revision %d: a window written into the status renewed the certificate", rev(crt))
+	}
+	if crt.Status.ACME == nil || !apiequality.Semantic.DeepEqual(crt.Status.ACME.ARI, ari) {
+		t.Errorf("status.acme %+v; want the CA's answer back", crt.Status.ACME)
+	}
+
+	adv.ok, adv.status = false, nil
+	h.reconcile("web")
+	if crt = h.certificate("web"); crt.Status.ACME != nil {
+		t.Errorf("status.acme %+v; want none when the CA says nothing", crt.Status.ACME)
 	}
 }

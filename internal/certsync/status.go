@@ -110,6 +110,7 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 		st.NotBefore = &metav1.Time{Time: cert.NotBefore}
 		st.NotAfter = &metav1.Time{Time: cert.NotAfter}
 		st.RenewalTime = rt
+		st.ACME = t.advice.acmeStatus(cert)
 		if revisionDelta > 0 || st.Revision == nil {
 			rev := 1
 			if st.Revision != nil {

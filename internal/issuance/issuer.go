@@ -123,6 +123,21 @@ type Pending struct {
 
 func (p *Pending) Error() string { return p.Reason + ": " + p.Message }
 
+// RenewalAdvice is what a CA says about renewing one certificate (ACME
+// renewal information, RFC 9773; internal/acme gives it, certsync asks).
+type RenewalAdvice struct {
+	// At is the renewal time chosen in the CA's suggested window; zero
+	// when the CA gives none or nothing is known yet.
+	At time.Time
+	// Recheck, when not zero, is when the answer goes stale.
+	Recheck time.Time
+	// Status is status.acme.ari as cert-manager 1.21 fills it (the window,
+	// explanation URL, last and next check, last error); nil when the
+	// issuer has no renewal information or nothing is known yet. Its times
+	// are whole seconds, as the API stores them.
+	Status *cmapi.CertificateACMEARIStatus
+}
+
 // Voucher is an Issuer that can tell whether a certificate it did not
 // write comes from its own identity (a CA: its certificate signed it), so
 // a Secret taken over from cert-manager keeps its certificate.

@@ -18,7 +18,8 @@ import (
 // ARI (RFC 9773): an issued ACME certificate's renewal time comes from
 // Pebble's renewal window; when the window is moved (Pebble's management
 // API, as a CA does after a revocation event), status.renewalTime follows
-// it without a renewal while it lies ahead, and once it has passed the
+// it without a renewal while it lies ahead (status.acme.ari shows the
+// window, as cert-manager 1.21 fills it), and once it has passed the
 // hub renews at once with an order that Pebble accepts as replacing the
 // old certificate ("replaces").
 func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
@@ -58,6 +59,15 @@ func TestACMERenewsWhenTheCAMovesTheWindow(t *testing.T) {
 			rt := c.Status.RenewalTime
 			return fixture.IsReady(c) && rt != nil && !rt.Time.Before(start) && rt.Time.Before(end)
 		})
+	// status.acme.ari shows the CA's window, as cert-manager 1.21 fills it.
+	fixture.WaitFor(t, cp.Client, key, "status.acme.ari with the CA's window", func(c *cmapi.Certificate) bool {
+		ari := (*cmapi.CertificateACMEARIStatus)(nil)
+		if c.Status.ACME != nil {
+			ari = c.Status.ACME.ARI
+		}
+		return ari != nil && ari.SuggestedWindow != nil && ari.SuggestedWindow.Start.Time.Equal(start) && ari.SuggestedWindow.End.Time.Equal(end) &&
+			ari.LastChecked != nil && ari.NextCheck != nil && ari.NextCheck.After(ari.LastChecked.Time) && ari.LastError == ""
+	})
 	if got := fixture.GetSecret(t, cp.Client, crt); string(got.Data[corev1.TLSCertKey]) != string(first.Data[corev1.TLSCertKey]) {
 		t.Fatal("the certificate was renewed for a window that lies ahead")
 	}

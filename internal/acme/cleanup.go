@@ -95,6 +95,11 @@ func (s *Service) release(ctx context.Context, ord *hubapi.ACMEOrder) (ctrl.Resu
 			}
 		}
 	}
+	if !done(ord) && ord.Status.URL != "" {
+		if err := s.handOver(ctx, ord); err != nil { // its CA order goes to the issuance's next ACMEOrder
+			return ctrl.Result{}, err
+		}
+	}
 	patch := client.MergeFrom(ord.DeepCopy())
 	controllerutil.RemoveFinalizer(ord, hubapi.TXTCleanupFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(s.hub.Patch(ctx, ord, patch))

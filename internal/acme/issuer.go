@@ -187,9 +187,15 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		due = req.Current.NotAfter
 	}
 	replaces := replacesID(req.Current, attempt)
+	resume, resumeKey := o.s.resumable(ctx, name, req) // a deleted order's CA order, to continue (resume.go)
+	if resumeKey != nil {
+		req.Key = resumeKey
+	}
 	var wait time.Duration
 	var refused string
-	if replaces == "" { // an ARI renewal is exempt from the CA's limits (Let's Encrypt's rule)
+	// An ARI renewal is exempt from the CA's limits (Let's Encrypt's
+	// rule); a continued CA order was counted when it was created.
+	if replaces == "" && resume == "" {
 		var err error
 		if wait, refused, err = o.s.admit(ctx, o.ci, name, req.Cluster, req.Certificate.Namespace, due, dnsNames); err != nil {
 			return fmt.Errorf("ClusterIssuer %s budget: %w", o.ci.Name, err)
@@ -208,10 +214,10 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	ord := &hubapi.ACMEOrder{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Finalizers: []string{hubapi.TXTCleanupFinalizer}},
 		Spec: hubapi.ACMEOrderSpec{IssuerName: o.ci.Name, Cluster: req.Cluster, Namespace: crt.Namespace, Certificate: crt.Name,
-			DNSNames: dnsNames, Request: csr, KeyInCluster: keyPEM == nil, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
+			DNSNames: dnsNames, Request: csr, KeyInCluster: keyPEM == nil, Continues: resume, Attempt: attempt, Replaces: replaces, Shared: shared, SolverLabels: crt.Labels},
 	}
 	if err := o.s.hub.Create(ctx, ord); err != nil {
-		if replaces == "" {
+		if replaces == "" && resume == "" {
 			o.s.giveBack(ctx, o.ci, dnsNames) // no order of ours was created: its tokens go back
 		}
 		if apierrors.IsAlreadyExists(err) { // another replica created it meanwhile
@@ -219,13 +225,23 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		}
 		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
+	created := &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+	owner := metav1.OwnerReference{APIVersion: hubapi.SchemeGroupVersion.String(), Kind: hubapi.ACMEOrderKind, Name: name, UID: ord.UID}
+	if resume != "" {
+		if err := o.s.adopt(ctx, ord, owner); err != nil {
+			return err
+		}
+		o.s.claim(ctx, ord)
+		created.Message = fmt.Sprintf("ACME order %s/%s in the hub continues the CA's order of a deleted one", o.s.opts.Namespace, name)
+		return created
+	}
 	if keyPEM == nil {
 		o.s.claim(ctx, ord)
-		return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+		return created
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.s.opts.Namespace, Name: name, Labels: map[string]string{hubapi.ACMEOrderLabel: name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: hubapi.SchemeGroupVersion.String(), Kind: hubapi.SchemeGroupVersion.WithKind(hubapi.ACMEOrderKind).Kind, Name: name, UID: ord.UID}}},
+			OwnerReferences: []metav1.OwnerReference{owner}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{corev1.TLSPrivateKeyKey: keyPEM},
 	}
@@ -242,7 +258,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 		return fmt.Errorf("failed to create the key Secret of ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	o.s.claim(ctx, ord) // the creator drives its order; another replica takes over if it dies
-	return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+	return created
 }
 
 // orderCSR is the DER request ord finalizes with and the PEM of its key:

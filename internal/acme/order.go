@@ -194,6 +194,9 @@ func (s *Service) failInto(ctx context.Context, ci *cmapi.ClusterIssuer, next *h
 // authorize asks the CA for the order (once: a retry after a crash before
 // the URL was written asks again) and records its DNS-01 challenges.
 func (s *Service) authorize(ctx context.Context, cl *acmeapi.Client, ci *cmapi.ClusterIssuer, next *hubapi.ACMEOrder) (ctrl.Result, error) {
+	if next.Status.URL == "" && next.Spec.Continues != "" {
+		return s.continueOrder(ctx, cl, ci, next)
+	}
 	if next.Status.URL == "" {
 		ids := acmeapi.DomainIDs(next.Spec.DNSNames...)
 		var opts []acmeapi.OrderOption

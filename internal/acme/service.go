@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -196,6 +197,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 		For(&hubapi.ACMEOrder{}, builder.WithPredicates(inNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentOrders}).
 		Complete(reconcile.Func(s.reconcileOrder)); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(s.sweepResumeMarks)); err != nil {
 		return nil, err
 	}
 	return s, nil

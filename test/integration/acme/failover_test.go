@@ -179,9 +179,9 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 
 // Issue 30: an ACMEOrder deleted while its TXT record is in the zone
 // (waiting out its settle delay) goes only once the record is gone; the
-// Certificate is issued from a new order. Pebble keeps no pending order
-// for reuse (Let's Encrypt reuses one for the same names and account), so
-// it counts two: the deleted one, abandoned, and the new one.
+// issuance's next ACMEOrder continues the deleted one's CA order (its URL
+// and key were kept), so Pebble, which hands back no pending order for the
+// same names (Let's Encrypt would), counts one order; no record is left.
 func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,7 +210,21 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	}); err != nil {
 		t.Errorf("TXT left after the new order: %v", txt(t, ca.Nameserver, fqdn))
 	}
-	if got := ca.Count().Orders; got != 2 {
-		t.Errorf("Pebble has %d orders, want 2 (the deleted one and the new one)", got)
+	if got := ca.Count().Orders; got != 1 {
+		t.Errorf("Pebble has %d orders, want 1 (the deleted ACMEOrder's, continued)", got)
+	}
+	next := &hubapi.ACMEOrder{}
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(&ord), next); err != nil {
+		t.Fatal(err)
+	}
+	if next.UID == ord.UID || next.Status.URL != ord.Status.URL {
+		t.Errorf("ACMEOrder %s (uid %s) at %s; want a new object continuing %s", next.Name, next.UID, next.Status.URL, ord.Status.URL)
+	}
+	key := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(&ord), key); err != nil {
+		t.Fatal(err)
+	}
+	if len(key.OwnerReferences) != 1 || key.OwnerReferences[0].UID != next.UID || key.Annotations[hubapi.ResumeOrderAnnotation] != "" {
+		t.Errorf("the key Secret is owned by %+v with marks %v; want the new order's, unmarked", key.OwnerReferences, key.Annotations)
 	}
 }

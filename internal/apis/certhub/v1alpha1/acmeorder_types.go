@@ -77,6 +77,12 @@ type ACMEOrderSpec struct {
 	// order has no key Secret.
 	// +optional
 	KeyInCluster bool `json:"keyInCluster,omitempty"`
+	// Continues is the URL of the CA order this ACMEOrder continues: the
+	// order of an ACMEOrder of the same issuance that was deleted while it
+	// ran. The hub reads its authorizations back from the CA instead of
+	// ordering again (one CA order per issuance).
+	// +optional
+	Continues string `json:"continues,omitempty"`
 	// Attempt counts the failed orders of this issuance before this one.
 	// +optional
 	Attempt int `json:"attempt,omitempty"`

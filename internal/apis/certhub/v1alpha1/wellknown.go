@@ -135,4 +135,13 @@ const (
 	// TXTCleanupFinalizer on an ACMEOrder holds its deletion until the TXT
 	// records it wrote are gone from the zone.
 	TXTCleanupFinalizer = KeyPrefix + "txt-cleanup"
+	// ResumeOrderAnnotation is left on the key Secret of an ACMEOrder
+	// deleted while its order ran at the CA (the Secret is kept, no longer
+	// owned by the order): the CA order's URL. The issuance's next
+	// ACMEOrder (same name) continues that CA order with the same key
+	// instead of ordering again: one CA order per issuance.
+	ResumeOrderAnnotation = KeyPrefix + "resume-order"
+	// ResumeUntilAnnotation (RFC 3339) is when such a Secret is of no use
+	// any more and is deleted.
+	ResumeUntilAnnotation = KeyPrefix + "resume-until"
 )

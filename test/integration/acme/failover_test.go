@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,10 +31,7 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	bed := startIssuanceBed(ctx, t, 1)
 	ca, kubeconfig := bed.CA, bed.Kubeconfig
 	hub, ns := bed.Hub.Client, bed.HubNamespace()
-	if err := hub.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
-		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
-		t.Fatal(err)
-	}
+	createWithNeighbourSolver(ctx, t, bed)
 
 	const hold = 4 * time.Second
 	cfg := fleet.Config{Binary: certhubBinary, Kubeconfig: kubeconfig, HubNamespace: ns, ArgoNamespace: bed.ArgoNamespace(),
@@ -53,7 +51,7 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		orders := &hubapi.ACMEOrderList{}
 		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
-			return false, nil
+			return false, nil // the neighbour starts after the kill
 		}
 		before = orders.Items[0]
 		return before.Status.State == hubapi.ACMEOrderPropagating, nil
@@ -74,6 +72,7 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	}
 	killed := time.Now()
 	t.Logf("killed %s holding order %s (%s)", holder.ID, before.Name, before.Status.State)
+	quiet := startNeighbour(ctx, t, bed)
 
 	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
 	t.Logf("Ready %s after the kill (fence lease %s, order hold %s, settle delay 20s)", time.Since(killed).Round(100*time.Millisecond), fleet.FastTimings.LeaseDuration, hold)
@@ -87,8 +86,9 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	if after.Status.Holder == holder.ID {
 		t.Errorf("order still held by the dead replica %s", holder.ID)
 	}
-	if got := ca.Count().Orders; got != 1 {
-		t.Errorf("Pebble has %d orders, want 1: the survivor must resume the order, not place a new one", got)
+	checkNeighbour(ctx, t, bed, quiet)
+	if got := ca.Count().Orders; got != 2 {
+		t.Errorf("Pebble has %d orders, want 2 (one per issuance): the survivor must resume the order, not place a new one", got)
 	}
 	sec := fixture.GetSecret(t, down, crt)
 	if sec.Annotations[cmapi.CertificateNameKey] != "web" || len(sec.Data[corev1.TLSCertKey]) == 0 {
@@ -106,10 +106,7 @@ func orderWaiting(ctx context.Context, t *testing.T, settle string) (*issuanceBe
 	t.Helper()
 	bed := startIssuanceBed(ctx, t, 1)
 	ca := bed.CA
-	if err := bed.Hub.Client.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
-		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
-		t.Fatal(err)
-	}
+	createWithNeighbourSolver(ctx, t, bed)
 	bed.runHub(t, "pebble", "--acme-dns01-settle-delay", settle)
 	down := bed.Downstreams[0].Client
 	fixture.EnsureNamespace(t, down, "shop")
@@ -120,16 +117,17 @@ func orderWaiting(ctx context.Context, t *testing.T, settle string) (*issuanceBe
 	return bed, down, crt
 }
 
-// waitOrder waits until the one ACMEOrder in the hub namespace is in state.
+// waitOrder waits until the one ACMEOrder of Certificate shop/web in the
+// hub namespace is in state.
 func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state string) hubapi.ACMEOrder {
 	t.Helper()
 	var ord hubapi.ACMEOrder
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		orders := &hubapi.ACMEOrderList{}
-		if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil || len(orders.Items) != 1 {
+		mine := ordersOf(ctx, t, hub, ns, "shop", "web")
+		if len(mine) != 1 {
 			return false, nil
 		}
-		ord = orders.Items[0]
+		ord = mine[0]
 		return ord.Status.State == state, nil
 	})
 	if err != nil {
@@ -142,7 +140,9 @@ func waitOrder(ctx context.Context, t *testing.T, hub client.Client, ns, state s
 // gone. The DNS server refuses the clean-up (the TSIG key the hub holds
 // is changed while the order waits out its settle delay): the order is
 // issued from and its record stays; the key is put back and the record
-// goes, with one order at the CA.
+// goes, with one order at the CA. A neighbour Certificate on the same
+// account (its own copy of the TSIG Secret) is issued with one order while
+// the record cannot be cleaned up.
 func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -160,7 +160,9 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 		}
 	}
 	setTSIG("d3Jvbmcgd3Jvbmcgd3Jvbmcgd3Jvbmcgd3Jvbmc=") // valid base64, not BIND's key
+	quiet := startNeighbour(ctx, t, bed)
 	fixture.WaitReady(t, down, client.ObjectKeyFromObject(crt))
+	checkNeighbour(ctx, t, bed, quiet) // while web's record cannot be cleaned up
 	fqdn := "_acme-challenge.web." + ca.Zone + "."
 	if got := txt(t, ca.Nameserver, fqdn); len(got) == 0 {
 		t.Fatal("the TXT record went although the DNS server refused its clean-up: nothing was proven")
@@ -172,8 +174,8 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 	if err != nil {
 		t.Errorf("TXT %s still there after its clean-up could succeed: %v", fqdn, txt(t, ca.Nameserver, fqdn))
 	}
-	if got := ca.Count().Orders; got != 1 {
-		t.Errorf("Pebble has %d orders, want 1", got)
+	if got := ca.Count().Orders; got != 2 {
+		t.Errorf("Pebble has %d orders, want 2 (one per issuance)", got)
 	}
 }
 
@@ -182,6 +184,8 @@ func TestFailedTXTCleanUpIsRetried(t *testing.T) {
 // issuance's next ACMEOrder continues the deleted one's CA order (its URL
 // and key were kept), so Pebble, which hands back no pending order for the
 // same names (Let's Encrypt would), counts one order; no record is left.
+// A neighbour Certificate on the same account, created when the order is
+// deleted, is issued meanwhile with one order.
 func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -195,6 +199,7 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	if err := hub.Delete(ctx, &ord); err != nil {
 		t.Fatal(err)
 	}
+	quiet := startNeighbour(ctx, t, bed)
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(hub.Get(ctx, client.ObjectKeyFromObject(&ord), &hubapi.ACMEOrder{})), nil
 	})
@@ -210,8 +215,9 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	}); err != nil {
 		t.Errorf("TXT left after the new order: %v", txt(t, ca.Nameserver, fqdn))
 	}
-	if got := ca.Count().Orders; got != 1 {
-		t.Errorf("Pebble has %d orders, want 1 (the deleted ACMEOrder's, continued)", got)
+	checkNeighbour(ctx, t, bed, quiet)
+	if got := ca.Count().Orders; got != 2 {
+		t.Errorf("Pebble has %d orders, want 2 (one per issuance: the deleted ACMEOrder's, continued, and the neighbour's)", got)
 	}
 	next := &hubapi.ACMEOrder{}
 	if err := hub.Get(ctx, client.ObjectKeyFromObject(&ord), next); err != nil {
@@ -227,4 +233,68 @@ func TestDeletedACMEOrderLeavesNoRecord(t *testing.T) {
 	if len(key.OwnerReferences) != 1 || key.OwnerReferences[0].UID != next.UID || key.Annotations[hubapi.ResumeOrderAnnotation] != "" {
 		t.Errorf("the key Secret is owned by %+v with marks %v; want the new order's, unmarked", key.OwnerReferences, key.Annotations)
 	}
+}
+
+// The healthy neighbour of each fault: Certificate other/quiet in the same
+// cluster, on the same ACME account, solved with its own copy of the TSIG
+// Secret (a fault made in "tsig" does not reach it). It must be issued,
+// with one order, while the fault lasts.
+
+// createWithNeighbourSolver creates ClusterIssuer "pebble": the "tsig"
+// solver, and for quiet.<zone> a solver reading "tsig-neighbour".
+func createWithNeighbourSolver(ctx context.Context, t *testing.T, bed *issuanceBed) {
+	t.Helper()
+	ca := bed.CA
+	bed.createTSIGSecret(ctx, t, "tsig-neighbour", ca.TSIGSecret)
+	ci := fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))
+	quiet := ci.DeepCopy()
+	fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig-neighbour")(quiet)
+	s := quiet.Spec.ACME.Solvers[0]
+	s.Selector = &cmacme.CertificateDNSNameSelector{DNSNames: []string{"quiet." + ca.Zone}}
+	ci.Spec.ACME.Solvers = append(ci.Spec.ACME.Solvers, s)
+	if err := bed.Hub.Client.Create(ctx, ci); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startNeighbour creates Certificate other/quiet.
+func startNeighbour(ctx context.Context, t *testing.T, bed *issuanceBed) *cmapi.Certificate {
+	t.Helper()
+	down := bed.Downstreams[0].Client
+	fixture.EnsureNamespace(t, down, "other")
+	crt := fixture.Certificate("other", "quiet", "pebble", fixture.WithNames("", "quiet."+bed.CA.Zone))
+	if err := down.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	return crt
+}
+
+// checkNeighbour waits for the neighbour to be Ready and checks it took one
+// order and left no TXT record.
+func checkNeighbour(ctx context.Context, t *testing.T, bed *issuanceBed, crt *cmapi.Certificate) {
+	t.Helper()
+	fixture.WaitReady(t, bed.Downstreams[0].Client, client.ObjectKeyFromObject(crt))
+	if got := ordersOf(ctx, t, bed.Hub.Client, bed.HubNamespace(), crt.Namespace, crt.Name); len(got) != 1 {
+		t.Errorf("the neighbour took %d ACMEOrders, want 1", len(got))
+	}
+	if got := txt(t, bed.CA.Nameserver, "_acme-challenge.quiet."+bed.CA.Zone+"."); len(got) != 0 {
+		t.Errorf("the neighbour's TXT record is left: %v", got)
+	}
+}
+
+// ordersOf lists the ACMEOrders of downstream Certificate namespace/name.
+func ordersOf(ctx context.Context, t *testing.T, hub client.Client, ns, namespace, name string) []hubapi.ACMEOrder {
+	t.Helper()
+	orders := &hubapi.ACMEOrderList{}
+	if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []hubapi.ACMEOrder
+	for _, o := range orders.Items {
+		if o.Spec.Namespace == namespace && o.Spec.Certificate == name {
+			out = append(out, o)
+		}
+	}
+	return out
 }

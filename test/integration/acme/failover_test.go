@@ -23,8 +23,9 @@ import (
 // Two replica processes; the one driving an order is SIGKILLed while the
 // order waits between propagation and validation (--acme-dns01-settle-delay
 // holds it there). The other replica takes the cluster over, resumes the
-// same ACMEOrder (the CA saw one order, not two) and issues from it; no TXT
-// record is left behind.
+// same ACMEOrder (the CA saw one order for it, not two) and issues from
+// it; no TXT record is left behind. A neighbour Certificate on the same
+// account, created after the kill, is issued meanwhile with one order.
 func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -70,7 +70,7 @@ var flagGroups = []struct {
 	{"Certificates", []string{"issuer-retry-interval", "concurrent-workers", "concurrent-workers-per-cluster", "reconcile-timeout", "renewal-jitter",
 		"loop-max-issuances", "loop-window"}},
 	{"Issuance policy", []string{"default-policy"}},
-	{"Issuance budget", []string{"issuance-rate", "max-budget-delay"}},
+	{"Issuance budget", []string{"issuance-rate", "issuance-reserve", "max-budget-delay"}},
 	{"ACME", []string{"acme-"}},
 	{"Trust bundles", []string{"trust-bundle-"}},
 	{"CA rotation", []string{"rotation-"}},

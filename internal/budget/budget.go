@@ -10,6 +10,8 @@ import (
 )
 
 const (
+	// DefaultReserve is the hub's --issuance-reserve.
+	DefaultReserve = 0.5
 	// MaxWait bounds the wait Admit returns, so waiters ask again and their
 	// order is refreshed.
 	MaxWait = 10 * time.Second
@@ -34,6 +36,14 @@ type Options struct {
 	// Weight returns a cluster's weight (WeightLabel) for tenants that
 	// bring none; nil: every cluster weighs 1.
 	Weight func(cluster string) float64
+	// Reserve is the fraction of the bucket's capacity (the larger of Burst
+	// and a second of the rate) kept for tenants with nothing else waiting:
+	// a tenant with a backlog takes only the tokens above it, so a quiet
+	// tenant's first few issuances are admitted at once instead of queued
+	// behind the backlog. The rate over time is the same (the bucket
+	// refills the reserve, then the backlog takes every new token). 0: no
+	// reserve; at most 0.9.
+	Reserve float64
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -96,16 +106,31 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 	}
 	b.last = now
 	ws := make([]queued, 0, len(b.waiting))
+	backlog := map[tenantKey]int{} // waiters per tenant, this key apart
 	for k, w := range b.waiting {
 		if k != key && now.Sub(w.seen) > StaleAfter {
 			delete(b.waiting, k)
 			continue
 		}
 		ws = append(ws, queued{key: k, tenant: w.tenant, due: w.due})
+		if k != key {
+			backlog[keyOf(w.tenant)]++
+		}
 	}
 	q := queued{key: key, tenant: tenant, due: due}
-	ahead := len(b.fair.ahead(ws, q))
-	if b.tokens >= float64(ahead+1) {
+	aheadOf := b.fair.ahead(ws, q)
+	ahead, usable := len(aheadOf), b.tokens-b.reserve(rate)
+	if backlog[keyOf(tenant)] == 0 {
+		// Nothing else of this tenant waits: it may take the reserve,
+		// behind the other such tenants only.
+		ahead, usable = 0, b.tokens
+		for _, k := range aheadOf {
+			if backlog[keyOf(b.waiting[k].tenant)] <= 1 {
+				ahead++
+			}
+		}
+	}
+	if usable >= float64(ahead+1) {
 		b.tokens--
 		b.fair.served(ws, q)
 		delete(b.waiting, key)
@@ -115,13 +140,23 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 	if rate <= 0 {
 		return MaxWait
 	}
-	need := float64(ahead+1) - b.tokens
+	need := float64(ahead+1) - usable
 	wait := time.Duration(need / rate * float64(time.Second))
 	if until := due.Sub(now); until > 0 {
 		wait = min(wait, until) // ask again when due: the order may have changed
 	}
 	return min(max(wait, minWait), MaxWait)
 }
+
+// reserve is how many tokens a tenant with a backlog leaves in the bucket.
+func (b *Budget) reserve(rate float64) float64 {
+	return min(max(b.opts.Reserve, 0), 0.9) * max(b.opts.Burst, rate)
+}
+
+// tenantKey is a tenant without its weight.
+type tenantKey struct{ cluster, namespace string }
+
+func keyOf(t Tenant) tenantKey { return tenantKey{t.Cluster, t.Namespace} }
 
 // Forget drops key from the waiting room (it no longer needs an issuance).
 func (b *Budget) Forget(key string) {

@@ -113,3 +113,59 @@ func (shareOf) BeginWrite(multicluster.ClusterName) (string, time.Time, func(), 
 	return "r", time.Time{}, func() {}, true
 }
 func (s shareOf) Share() float64 { return float64(s) }
+
+// A backlog of 1,000 in one namespace drains the bucket down to its
+// reserve; a quiet namespace's 10 arriving later are all admitted at once
+// from the reserve (without it, they wait behind the backlog's share);
+// over the run the backlog still gets the rate, less the reserve kept in
+// the bucket (10 tokens, once).
+func TestReserveServesAQuietTenantAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		reserve      float64
+		quietAtOnce  int
+		floodAtLeast int // admitted in 10 s at 20/s: 201 tokens, less the quiet's 10 and the reserve left in the bucket
+	}{
+		{"reserve 0.5", 0.5, 10, 180},
+		{"no reserve", 0, 1, 190},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			b := New(Options{Rate: 20, Reserve: tc.reserve, Clock: clk})
+			flood, quiet := Tenant{Cluster: "east", Namespace: "flood"}, Tenant{Cluster: "east", Namespace: "quiet"}
+			due := t0.Add(time.Hour)
+			next := map[string]time.Time{}
+			for i := range 1000 {
+				next[fmt.Sprintf("flood-%04d", i)] = t0
+			}
+			admitted, quietAtOnce := 0, 0
+			for now := t0; now.Before(t0.Add(10 * time.Second)); now = now.Add(10 * time.Millisecond) {
+				clk.SetTime(now)
+				if now.Equal(t0.Add(2 * time.Second)) {
+					for i := range 10 {
+						if b.Admit(fmt.Sprintf("quiet-%d", i), quiet, due) == 0 {
+							quietAtOnce++
+						}
+					}
+				}
+				for k, at := range next {
+					if now.Before(at) {
+						continue
+					}
+					if w := b.Admit(k, flood, due); w == 0 {
+						admitted++
+						delete(next, k)
+					} else {
+						next[k] = now.Add(w)
+					}
+				}
+			}
+			if quietAtOnce != tc.quietAtOnce {
+				t.Errorf("the quiet namespace got %d of its 10 at once, want %d", quietAtOnce, tc.quietAtOnce)
+			}
+			if admitted < tc.floodAtLeast {
+				t.Errorf("the backlog got %d in 10 s at 20/s, want at least %d", admitted, tc.floodAtLeast)
+			}
+		})
+	}
+}

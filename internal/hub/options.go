@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/certhub/certhub/internal/acme"
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/migrate"
@@ -99,6 +100,10 @@ type Options struct {
 	// IssuanceRate is certificates per second for the whole hub (0: no
 	// limit); each replica admits its share, by the clusters it owns.
 	IssuanceRate float64
+	// IssuanceReserve is the fraction of the budget's bucket kept for
+	// tenants with nothing else waiting (budget.Options.Reserve), so a
+	// quiet namespace is not queued behind another's backlog.
+	IssuanceReserve float64
 	// MaxBudgetDelay is the fraction of a certificate's remaining life at
 	// renewal it may wait for the budget (certsync.DefaultMaxBudgetDelay).
 	MaxBudgetDelay float64
@@ -168,6 +173,7 @@ func NewOptions() *Options {
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
+		IssuanceReserve:            budget.DefaultReserve,
 		RotationSoak:               5 * time.Minute,
 		RotationPause:              5 * time.Minute,
 		RotationDeadline:           30 * time.Minute,
@@ -240,8 +246,8 @@ func (o *Options) Validate() error {
 	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
 		errs = append(errs, fmt.Errorf("--renewal-jitter (%v) must be in [0, 1]", o.RenewalJitter))
 	}
-	if o.IssuanceRate < 0 || o.MaxBudgetDelay <= 0 || o.MaxBudgetDelay > 1 {
-		errs = append(errs, fmt.Errorf("--issuance-rate (%v) must not be negative and --max-budget-delay (%v) must be in (0, 1]", o.IssuanceRate, o.MaxBudgetDelay))
+	if o.IssuanceRate < 0 || o.MaxBudgetDelay <= 0 || o.MaxBudgetDelay > 1 || o.IssuanceReserve < 0 || o.IssuanceReserve > 0.9 {
+		errs = append(errs, fmt.Errorf("--issuance-rate (%v) must not be negative, --max-budget-delay (%v) must be in (0, 1] and --issuance-reserve (%v) in [0, 0.9]", o.IssuanceRate, o.MaxBudgetDelay, o.IssuanceReserve))
 	}
 	if o.Workers < 1 || o.WorkersPerCluster < 0 || o.WorkersPerCluster > o.Workers {
 		errs = append(errs, fmt.Errorf("--concurrent-workers (%d) must be at least 1 and --concurrent-workers-per-cluster (%d) between 0 and it", o.Workers, o.WorkersPerCluster))

@@ -216,7 +216,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 	o := h.opts
 	var issuanceBudget certsync.Budget
 	if o.IssuanceRate > 0 {
-		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Fence: h.fence, Weight: h.weight})
+		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight})
 		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget,

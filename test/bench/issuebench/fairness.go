@@ -80,7 +80,7 @@ func fairness(ctx context.Context, cp *testbed.ControlPlane, w *benchutil.ReadyW
 		{Case: fmt.Sprintf("fairness: quiet namespace's 10, beside a backlog of %d (--issuance-rate %d)", flood, fairnessRate), N: 10,
 			MedianMS: benchutil.MS(benchutil.Quantile(loaded, 0.5)), P99MS: benchutil.MS(benchutil.Quantile(loaded, 0.99))},
 	}
-	benchutil.Logf("fairness: quiet p50/p99 alone %.0f/%.0f ms, beside the backlog %.0f/%.0f ms (p99 ratio %.2f, goal ≤ 2); while the quiet 10 waited (%.1fs) the flood got %d issuances",
-		r[0].MedianMS, r[0].P99MS, r[1].MedianMS, r[1].P99MS, r[1].P99MS/r[0].P99MS, to.Sub(from).Seconds(), floodTokens)
+	benchutil.Logf("fairness (--issuance-reserve %.2f): quiet p50/p99 alone %.0f/%.0f ms, beside the backlog %.0f/%.0f ms (p99 ratio %.2f, goal ≤ 2); while the quiet 10 waited (%.1fs) the flood got %d issuances",
+		reserve, r[0].MedianMS, r[0].P99MS, r[1].MedianMS, r[1].P99MS, r[1].P99MS/r[0].P99MS, to.Sub(from).Seconds(), floodTokens)
 	return r, nil
 }

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
@@ -50,11 +51,15 @@ type Result struct {
 	PerSec        float64            `json:"certsPerSecond,omitempty"`
 }
 
+// reserve is the fairness case's --issuance-reserve.
+var reserve float64
+
 func main() {
 	n := flag.Int("n", 200, "Certificates per latency case")
 	burst := flag.Int("burst", 500, "Certificates created at once for the throughput case")
 	out := flag.String("out", "", "JSON output (default test/bench/results/issue-<time>.json)")
 	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8); fairness alone (its hub runs with --issuance-rate)")
+	flag.Float64Var(&reserve, "issuance-reserve", budget.DefaultReserve, "The fairness case's hub --issuance-reserve (0: none, to compare)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(*n, *burst, *out, *cases); err != nil {
@@ -81,7 +86,7 @@ func run(n, burst int, out, cases string) error {
 	}
 	defer benchutil.StartHub(ctx, bed, func(o *hub.Options) {
 		if cases == "fairness" {
-			o.IssuanceRate = fairnessRate
+			o.IssuanceRate, o.IssuanceReserve = fairnessRate, reserve
 		}
 	})()
 

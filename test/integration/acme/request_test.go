@@ -17,15 +17,20 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/cmrunner"
 )
 
-// A CertificateRequest made downstream the way istio-csr makes one (a CSR
-// whose key never leaves the test, issuerRef group certhub.io naming the
-// hub's ACME ClusterIssuer) is issued by real Pebble after DNS-01 through
-// real BIND, with one order (Pebble saw one): one ACMEOrder in the hub, finalized with the
-// request's own CSR, and no key Secret beside it. The chain verifies
-// against Pebble's root for the request's key; status.ca stays empty, as
-// cert-manager's ACME issuer leaves it; the TXT record is gone.
+// External issuer mode with ACME, cert-manager v1.21's own controllers
+// running downstream (test/fixture/cmrunner, its approver included): a
+// CertificateRequest made the way istio-csr makes one (a CSR whose key
+// never leaves the test) and a cert-manager Certificate, both naming the
+// hub's ACME ClusterIssuer through group certhub.io, are issued by real
+// Pebble after DNS-01 through real BIND, each with one order (Pebble saw
+// two): one ACMEOrder in the hub per request, finalized with the request's
+// own CSR, and no key Secret beside it. The chains verify against Pebble's
+// root for the requests' keys (the Certificate's key is the one
+// cert-manager generated, in its Secret); status.ca stays empty, as
+// cert-manager's ACME issuer leaves it; no TXT record is left.
 func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -35,9 +40,24 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
 		t.Fatal(err)
 	}
+	down := bed.Downstreams[0].Client
+	reg := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: bed.ArgoNamespace(), Name: bed.Downstreams[0].Name}, reg); err != nil {
+		t.Fatal(err)
+	}
+	reg.Labels[hubapi.ModeLabel] = hubapi.ModeExternal // cert-manager runs there
+	if err := hub.Update(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := bed.Downstreams[0].WriteKubeconfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmrunner.Start(ctx, cmrunner.Options{Kubeconfig: kubeconfig}); err != nil {
+		t.Fatal(err)
+	}
 	bed.runHub(t, "pebble")
 
-	down := bed.Downstreams[0].Client
 	fixture.EnsureNamespace(t, down, "mesh")
 	key, err := pki.GenerateECPrivateKey(pki.ECCurve256)
 	if err != nil {
@@ -53,8 +73,9 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 	if err := down.Create(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
-	apiutil.SetCertificateRequestCondition(cr, cmapi.CertificateRequestConditionApproved, cmmeta.ConditionTrue, "test", "approved by the test")
-	if err := down.Status().Update(ctx, cr); err != nil {
+	web := fixture.Certificate("mesh", "web", "pebble", fixture.WithNames("", "web."+ca.Zone),
+		fixture.WithIssuer(cmmeta.IssuerReference{Name: "pebble", Kind: cmapi.ClusterIssuerKind, Group: hubapi.GroupName}))
+	if err := down.Create(ctx, web); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,11 +100,7 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: inter}); err != nil {
+	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
 		t.Errorf("the chain does not verify for %s against Pebble's root: %v", name, err)
 	}
 	if ok, err := pki.PublicKeysEqual(key.Public(), chain[0].PublicKey); err != nil || !ok {
@@ -92,28 +109,58 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 	if len(got.Status.CA) != 0 {
 		t.Errorf("status.ca = %q; cert-manager's ACME issuer leaves it empty", got.Status.CA)
 	}
+	if c := apiutil.GetCertificateRequestCondition(got, cmapi.CertificateRequestConditionApproved); c == nil || c.Reason != "cert-manager.io" {
+		t.Errorf("Approved %+v; want cert-manager's approver's", c)
+	}
+
+	fixture.WaitReady(t, down, client.ObjectKeyFromObject(web))
+	sec := fixture.GetSecret(t, down, web)
+	webChain, err := pki.DecodeX509CertificateChainBytes(sec.Data[corev1.TLSCertKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	webKey, err := pki.DecodePrivateKeyBytes(sec.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := pki.PublicKeysEqual(webKey.Public(), webChain[0].PublicKey); err != nil || !ok {
+		t.Error("the Certificate's tls.crt is not for the key cert-manager generated")
+	}
+	if _, err := webChain[0].Verify(x509.VerifyOptions{DNSName: "web." + ca.Zone, Roots: roots, Intermediates: pool(webChain[1:])}); err != nil {
+		t.Errorf("the Certificate's chain does not verify against Pebble's root: %v", err)
+	}
 
 	orders := &hubapi.ACMEOrderList{}
 	if err := hub.List(ctx, orders, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	var mine []hubapi.ACMEOrder
 	for _, o := range orders.Items {
 		t.Logf("ACMEOrder %s: %s/%s/%s %s keyInCluster=%t", o.Name, o.Spec.Cluster, o.Spec.Namespace, o.Spec.Certificate, o.Status.State, o.Spec.KeyInCluster)
-		if o.Spec.Namespace == cr.Namespace && o.Spec.Certificate == cr.Name {
-			mine = append(mine, o)
+		if !o.Spec.KeyInCluster {
+			t.Errorf("ACMEOrder %s holds a key in the hub; every request's key is the cluster's", o.Name)
+		}
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Name}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a key Secret beside ACMEOrder %s (%v): the key is the cluster's", o.Name, err)
 		}
 	}
-	if len(mine) != 1 || !mine[0].Spec.KeyInCluster {
-		t.Fatalf("%d ACMEOrders for the request; want one, finalized with its CSR (keyInCluster)", len(mine))
+	if len(orders.Items) != 2 {
+		t.Errorf("%d ACMEOrders; want 2, one per request (the direct one, the Certificate's)", len(orders.Items))
 	}
-	if got := ca.Count().Orders; got != 1 {
-		t.Errorf("Pebble saw %d orders; want 1", got)
+	if got := ca.Count().Orders; got != 2 {
+		t.Errorf("Pebble saw %d orders; want 2, one per request", got)
 	}
-	if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: mine[0].Name}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a key Secret beside the request's order (%v): the key is the cluster's", err)
+	for _, n := range []string{name, "web." + ca.Zone} {
+		if got := txt(t, ca.Nameserver, "_acme-challenge."+n+"."); len(got) != 0 {
+			t.Errorf("TXT _acme-challenge.%s = %v after issuance, want none", n, got)
+		}
 	}
-	if got := txt(t, ca.Nameserver, "_acme-challenge."+name+"."); len(got) != 0 {
-		t.Errorf("TXT _acme-challenge.%s = %v after issuance, want none", name, got)
+}
+
+// pool holds certs.
+func pool(certs []*x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
 	}
+	return p
 }

@@ -34,6 +34,9 @@ func RequeueSource(subscribe func(func(multicluster.ClusterName)), get func(cont
 			}
 			list := newList()
 			if err := cl.GetCache().List(ctx, list); err != nil {
+				if meta.IsNoMatchError(err) {
+					return // the cluster does not serve the kind (no Gateway API there): nothing to decide again
+				}
 				log.Error(err, "failed to list after a change of the cluster's mode or conflict", "cluster", name)
 				return
 			}

@@ -140,7 +140,7 @@ func (r *reconciler) gather(ctx context.Context, t *target) (gathered, bool, rec
 		}
 		t.adopting = true
 	}
-	owner, others, err := secretOwner(ctx, cl.GetClient(), crt, secret)
+	owner, others, err := secretOwner(ctx, cl.GetClient(), r.opts.Indexer != nil, crt, secret)
 	if err != nil {
 		return gathered{}, true, reconcile.Result{}, err
 	}

@@ -91,6 +91,19 @@ type reconcilerHarness struct {
 
 func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *reconcilerHarness {
 	t.Helper()
+	return newHarness(t, funcs, false, objs...)
+}
+
+// noIndexer stands for the hub's indexer: the fake client holds the index.
+type noIndexer struct{}
+
+func (noIndexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error { return nil }
+
+// newHarness is newReconcilerHarness; indexed, the fake client indexes
+// Certificates by spec.secretName and the reconciler looks them up by it
+// (Options.Indexer), as the hub's does.
+func newHarness(t *testing.T, funcs *interceptor.Funcs, indexed bool, objs ...client.Object) *reconcilerHarness {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -102,9 +115,15 @@ func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
+	if indexed {
+		b = b.WithIndex(newCertificateObject(), secretNameField, secretNameOf)
+	}
 	h := &reconcilerHarness{t: t, c: b.Build(), rec: events.NewFakeRecorder(100), clk: clocktesting.NewFakeClock(time.Now()),
 		own: &ownership{owned: true}, issue: &fakeResolver{}}
 	opts := Options{Issuers: h.issue, Fence: h.own, Registerer: prometheus.NewRegistry(), clock: h.clk}
+	if indexed {
+		opts.Indexer = noIndexer{}
+	}
 	opts.defaults()
 	m, err := newSyncMetrics(opts.Registerer)
 	if err != nil {

@@ -2,6 +2,7 @@ package certsync
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -236,14 +237,26 @@ func TestReconcileLoopGuard(t *testing.T) {
 
 // Two Certificates name one Secret: the older one owns it and is issued; the
 // other gets Ready=False/DuplicateSecretName, is not issued, and is looked at
-// again in 3 minutes, as cert-manager's trigger controller does.
+// again in 3 minutes, as cert-manager's trigger controller does. The same
+// with the Certificates found by the spec.secretName index (the hub's way)
+// and by listing the namespace; a third Certificate with its own Secret,
+// older than both, changes nothing.
 func TestReconcileDuplicateSecretName(t *testing.T) {
+	for _, indexed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("indexed %t", indexed), func(t *testing.T) { duplicateSecretName(t, indexed) })
+	}
+}
+
+func duplicateSecretName(t *testing.T, indexed bool) {
 	older := testCertificate()
 	older.Name = "older"
 	older.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	web := testCertificate()
 	web.CreationTimestamp = metav1.NewTime(time.Now())
-	h := newReconcilerHarness(t, nil, older, web)
+	oldest := testCertificate()
+	oldest.Name, oldest.Spec.SecretName = "api", "api-tls"
+	oldest.CreationTimestamp = metav1.NewTime(time.Now().Add(-2 * time.Hour))
+	h := newHarness(t, nil, indexed, older, web, oldest)
 	res := h.reconcile("web")
 	c := ready(h.certificate("web"))
 	if c == nil || c.Reason != ReasonDuplicateSecretName || !strings.Contains(c.Message, `"older" owns it`) || res.RequeueAfter != duplicateRequeue {

@@ -144,6 +144,12 @@ type Options struct {
 	// the earlier of its answer and the spec's renewal time is used, so a
 	// CA that moves a window earlier (a revocation event) renews early.
 	RenewalAdvice RenewalAdvisor
+	// Indexer, when set, indexes every engaged cluster's Certificates by
+	// spec.secretName (the hub passes its inventory.Provider): finding the
+	// Certificates that share a Secret is then one lookup, not a list of
+	// the namespace on every reconcile (a namespace of 1,000 Certificates
+	// made that a million copies per pass). Nil: the namespace is listed.
+	Indexer client.FieldIndexer
 	// Budget, when set, admits every issuance (the hub's --issuance-rate);
 	// a Certificate waiting for it shows Issuing=True, reason RateLimited.
 	Budget Budget
@@ -278,6 +284,11 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	if err := mgr.Add(metricsJanitor{m}); err != nil {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
+	}
+	if opts.Indexer != nil {
+		if err := opts.Indexer.IndexField(context.Background(), newCertificateObject(), secretNameField, secretNameOf); err != nil {
+			return fmt.Errorf("failed to index Certificates by %s: %w", secretNameField, err)
+		}
 	}
 	r := newReconciler(opts, m, mgr.GetCluster)
 	base := mgr.GetLogger().WithName("certsync")

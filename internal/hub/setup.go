@@ -219,7 +219,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight})
 		issuanceBudget = h.budget
 	}
-	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget,
+	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,10 +61,23 @@ func main() {
 	out := flag.String("out", "", "JSON output (default test/bench/results/issue-<time>.json)")
 	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8); fairness alone (its hub runs with --issuance-rate)")
 	flag.Float64Var(&reserve, "issuance-reserve", budget.DefaultReserve, "The fairness case's hub --issuance-reserve (0: none, to compare)")
+	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the run (the in-process hub and the bench) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "issuebench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if err := run(*n, *burst, *out, *cases); err != nil {
 		fmt.Fprintln(os.Stderr, "issuebench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

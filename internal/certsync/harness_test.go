@@ -97,7 +97,9 @@ func newReconcilerHarness(t *testing.T, funcs *interceptor.Funcs, objs ...client
 // noIndexer stands for the hub's indexer: the fake client holds the index.
 type noIndexer struct{}
 
-func (noIndexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error { return nil }
+func (noIndexer) IndexField(context.Context, client.Object, string, client.IndexerFunc) error {
+	return nil
+}
 
 // newHarness is newReconcilerHarness; indexed, the fake client indexes
 // Certificates by spec.secretName and the reconciler looks them up by it

@@ -29,18 +29,9 @@ import (
 // key.
 func TestOrderWithTheRequestsCSR(t *testing.T) {
 	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
-	ci := issuer("acct", "", false)
-	ci.Annotations = map[string]string{hubapi.ShareIdenticalRequestsAnnotation: "true"}
-	ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1:53"}}}}
-	hub := fakeHub(t)
-	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry()}
-	opts.defaults()
-	m, err := newMetrics(opts.Registerer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &orderer{s: &Service{hub: hub, live: hub, opts: opts, metrics: m}, ci: ci}
+	o, hub, clk := newOrderer(t)
+	o.ci.Annotations = map[string]string{hubapi.ShareIdenticalRequestsAnnotation: "true"}
+	opts := o.s.opts
 
 	key, err := pki.GenerateECPrivateKey(pki.ECCurve256)
 	if err != nil {
@@ -96,4 +87,21 @@ func TestOrderWithTheRequestsCSR(t *testing.T) {
 	if err := hub.Get(ctx, client.ObjectKeyFromObject(&ord), &hubapi.ACMEOrder{}); err != nil {
 		t.Fatalf("the valid order was deleted: %v", err)
 	}
+}
+
+// newOrderer is an orderer of an ACME ClusterIssuer with an rfc2136
+// solver, over a fake hub, at a fake clock; no CA is reached.
+func newOrderer(t *testing.T) (*orderer, client.Client, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	ci := issuer("acct", "", false)
+	ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1:53"}}}}
+	hub := fakeHub(t)
+	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry()}
+	opts.defaults()
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &orderer{s: &Service{hub: hub, live: hub, opts: opts, metrics: m}, ci: ci}, hub, clk
 }

@@ -7,14 +7,11 @@ import (
 	"testing"
 	"time"
 
-	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -28,18 +25,8 @@ import (
 // of its own), is not continued; a request's CSR order leaves a bare mark.
 func TestDeletedOrderIsContinued(t *testing.T) {
 	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
-	ci := issuer("acct", "", false)
-	ci.Spec.ACME.Solvers = []cmacme.ACMEChallengeSolver{{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{Nameserver: "127.0.0.1:53"}}}}
-	hub := fakeHub(t)
-	opts := Options{Namespace: ns, Identity: "replica-0", Clock: clk, Registerer: prometheus.NewRegistry()}
-	opts.defaults()
-	m, err := newMetrics(opts.Registerer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Service{hub: hub, live: hub, opts: opts, metrics: m}
-	o := &orderer{s: s, ci: ci}
+	o, hub, clk := newOrderer(t)
+	s, opts := o.s, o.s.opts
 	crt := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-1", CreationTimestamp: metav1.NewTime(clk.Now())},
 		Spec: cmapi.CertificateSpec{DNSNames: []string{"web.example.test"}, PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}}}
 

@@ -148,9 +148,13 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 	return min(max(wait, minWait), MaxWait)
 }
 
-// reserve is how many tokens a tenant with a backlog leaves in the bucket.
+// reserve is how many tokens a tenant with a backlog leaves in the bucket:
+// the Reserve fraction of its capacity, but never so many that less than
+// one token is left to take (at a low rate — a replica's share of a few
+// per second — a backlog would otherwise never be admitted).
 func (b *Budget) reserve(rate float64) float64 {
-	return min(max(b.opts.Reserve, 0), 0.9) * max(b.opts.Burst, rate)
+	capacity := max(b.opts.Burst, rate)
+	return max(min(min(max(b.opts.Reserve, 0), 0.9)*capacity, capacity-1), 0)
 }
 
 // tenantKey is a tenant without its weight.

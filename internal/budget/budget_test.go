@@ -105,6 +105,41 @@ func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
 	}
 }
 
+// At a low rate (a replica's share of a few per second: a bucket of one
+// token or little more) the reserve never starves a backlog: it is
+// admitted at the rate.
+func TestReserveLeavesALowRateBacklogItsRate(t *testing.T) {
+	for _, rate := range []float64{0.5, 1, 1.33, 2} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			b := New(Options{Rate: rate, Reserve: 0.5, Clock: clk})
+			next := map[string]time.Time{}
+			for i := range 50 {
+				next[fmt.Sprintf("c%02d", i)] = t0
+			}
+			admitted := 0
+			for now := t0; now.Before(t0.Add(20 * time.Second)); now = now.Add(10 * time.Millisecond) {
+				clk.SetTime(now)
+				for k, at := range next {
+					if now.Before(at) {
+						continue
+					}
+					if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "budget"}, t0.Add(time.Hour)); w == 0 {
+						admitted++
+						delete(next, k)
+					} else {
+						next[k] = now.Add(w)
+					}
+				}
+			}
+			// The first token, then the rate over 20 s, less what the reserve keeps.
+			if want := int(rate*20) - 1; admitted < want {
+				t.Errorf("%d admitted in 20 s at %v/s, want at least %d", admitted, rate, want)
+			}
+		})
+	}
+}
+
 // shareOf is a fence owning every cluster and the given share of them.
 type shareOf float64
 

@@ -11,7 +11,6 @@ import (
 	crutil "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/util"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -68,15 +67,14 @@ func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, c
 	return reconcile.Result{}, nil
 }
 
-// orderCertificate is the request as the Orderer reads a Certificate: its
-// identity (namespace, name, UID: one order per request), its labels (the
-// ACME solver's selector) and the names of its CSR, as checked by policy.
+// orderCertificate is the request as the Orderer reads a Certificate:
+// what the policy decided on (asCertificate), its identity for one order
+// per request (UID, creation), its labels (the ACME solver's selector) and
+// the names of its CSR, as checked by policy.
 func orderCertificate(cr *cmapi.CertificateRequest, tmpl *x509.Certificate) *cmapi.Certificate {
-	crt := &cmapi.Certificate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cr.Namespace, Name: cr.Name, UID: cr.UID, Labels: cr.Labels, CreationTimestamp: cr.CreationTimestamp},
-		Spec: cmapi.CertificateSpec{IssuerRef: cr.Spec.IssuerRef, CommonName: tmpl.Subject.CommonName, DNSNames: tmpl.DNSNames,
-			EmailAddresses: tmpl.EmailAddresses, Duration: cr.Spec.Duration, IsCA: cr.Spec.IsCA, Usages: cr.Spec.Usages},
-	}
+	crt := asCertificate(cr)
+	crt.UID, crt.Labels, crt.CreationTimestamp = cr.UID, cr.Labels, cr.CreationTimestamp
+	crt.Spec.CommonName, crt.Spec.DNSNames, crt.Spec.EmailAddresses = tmpl.Subject.CommonName, tmpl.DNSNames, tmpl.EmailAddresses
 	for _, ip := range tmpl.IPAddresses {
 		crt.Spec.IPAddresses = append(crt.Spec.IPAddresses, ip.String())
 	}

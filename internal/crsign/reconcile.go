@@ -152,7 +152,7 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		return r.order(ctx, name, cr, o, tmpl, csr, rep)
 	}
 	if s, ok := iss.(issuance.Sealer); ok {
-		if wait, _ := fixTBS(name, cr, s, csr.Raw, tmpl, r.opts.clock.Now()); wait > 0 {
+		if wait := fixTBS(name, cr, s, csr.Raw, tmpl, r.opts.clock.Now()); wait > 0 {
 			rep.Pending(cr, nil, ReasonNotBeforeAhead, fmt.Sprintf("The request's creation or approval lies more than %s ahead of the hub's clock; it is signed in %s, never valid from the future", MaxClockSkew, wait.Round(time.Second)))
 			return reconcile.Result{RequeueAfter: min(wait, 5*time.Minute)}, nil
 		}
@@ -173,15 +173,14 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		return reconcile.Result{}, nil
 	}
 	cr.Status.Certificate, cr.Status.CA = res.ChainPEM, res.CAPEM
-	if _, err := pki.DecodeX509CertificateBytes(cr.Status.Certificate); err != nil {
+	leaf, err := pki.DecodeX509CertificateBytes(cr.Status.Certificate)
+	if err != nil {
 		rep.Failed(cr, err, "DecodeError", "Failed to decode returned certificate")
 		return reconcile.Result{}, nil
 	}
 	rep.Ready(cr)
 	r.metrics.result(name, cmapi.CertificateRequestReasonIssued)
-	if leaf, err := pki.DecodeX509CertificateBytes(cr.Status.Certificate); err == nil {
-		log.Info("signed CertificateRequest", "issuer", ref.Name, "serial", leaf.SerialNumber.Text(16))
-	}
+	log.Info("signed CertificateRequest", "issuer", ref.Name, "serial", leaf.SerialNumber.Text(16))
 	return reconcile.Result{}, nil
 }
 

@@ -42,13 +42,13 @@ const MaxClockSkew = 5 * time.Minute
 //   - notAfter: notBefore + the request's duration.
 
 // fixTBS sets tmpl's serial and validity from the request, or reports how
-// long to wait until its notBefore is near enough. ok is false when the
-// issuer cannot derive a serial (tmpl is then signed as it is).
-func fixTBS(name multicluster.ClusterName, cr *cmapi.CertificateRequest, s issuance.Sealer, csrDER []byte, tmpl *x509.Certificate, now time.Time) (wait time.Duration, ok bool) {
+// long to wait until its notBefore is near enough. When the issuer cannot
+// derive a serial, tmpl is left as it is (signed with a random serial).
+func fixTBS(name multicluster.ClusterName, cr *cmapi.CertificateRequest, s issuance.Sealer, csrDER []byte, tmpl *x509.Certificate, now time.Time) (wait time.Duration) {
 	sum := sha256.Sum256(csrDER)
 	mac := s.Seal(fmt.Appendf(nil, "certhub.io/serial v1\x00%s\x00%s\x00%s\x00%s\x00%x", name, cr.Namespace, cr.Name, cr.UID, sum))
 	if len(mac) < 20 {
-		return 0, false
+		return 0
 	}
 	serial := new(big.Int).SetBytes(mac[:20])
 	serial.Rsh(serial, 1) // 159 bits: positive in DER's 20 octets
@@ -61,9 +61,9 @@ func fixTBS(name multicluster.ClusterName, cr *cmapi.CertificateRequest, s issua
 	}
 	notBefore = notBefore.UTC().Truncate(time.Second)
 	if ahead := notBefore.Sub(now); ahead > MaxClockSkew {
-		return ahead - MaxClockSkew, true
+		return ahead - MaxClockSkew
 	}
 	duration := tmpl.NotAfter.Sub(tmpl.NotBefore)
 	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, notBefore, notBefore.Add(duration)
-	return 0, true
+	return 0
 }

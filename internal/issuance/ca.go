@@ -19,9 +19,6 @@ import (
 type ca struct {
 	certs []*x509.Certificate
 	key   crypto.Signer
-	// sealKey is derived from key (HKDF-SHA256); nil when key's type
-	// cannot be marshalled.
-	sealKey []byte
 }
 
 // sealInfo is the HKDF info of the seal key: a key for this use only.
@@ -45,19 +42,23 @@ func newCA(certPEM, keyPEM []byte) (*ca, error) {
 	if !certs[0].IsCA {
 		return nil, errors.New("the certificate in tls.crt is not a CA (basicConstraints CA=false)")
 	}
-	c := &ca{certs: certs, key: key}
-	if der, err := x509.MarshalPKCS8PrivateKey(key); err == nil {
-		c.sealKey, _ = hkdf.Key(sha256.New, der, nil, sealInfo, sha256.Size)
-	}
-	return c, nil
+	return &ca{certs: certs, key: key}, nil
 }
 
-// Seal is HMAC-SHA256 of msg under a key derived from the CA's private key.
+// Seal is HMAC-SHA256 of msg under a key derived (HKDF-SHA256) from the
+// CA's private key; nil when the key cannot be marshalled. The key is
+// derived here, when asked (crsign, once per request), not for every
+// issuer resolved.
 func (c *ca) Seal(msg []byte) []byte {
-	if c.sealKey == nil {
+	der, err := x509.MarshalPKCS8PrivateKey(c.key)
+	if err != nil {
 		return nil
 	}
-	m := hmac.New(sha256.New, c.sealKey)
+	sealKey, err := hkdf.Key(sha256.New, der, nil, sealInfo, sha256.Size)
+	if err != nil {
+		return nil
+	}
+	m := hmac.New(sha256.New, sealKey)
 	m.Write(msg)
 	return m.Sum(nil)
 }

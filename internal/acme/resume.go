@@ -81,11 +81,11 @@ func (s *Service) resumable(ctx context.Context, name string, req issuance.Order
 	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, sec); err != nil {
 		return "", nil
 	}
-	url := sec.Annotations[hubapi.ResumeOrderAnnotation]
-	if url == "" || len(sec.OwnerReferences) > 0 {
+	url, expired := resumeMark(sec, s.opts.Clock.Now())
+	if url == "" {
 		return "", nil
 	}
-	if until, err := time.Parse(time.RFC3339, sec.Annotations[hubapi.ResumeUntilAnnotation]); err != nil || !s.opts.Clock.Now().Before(until) {
+	if expired {
 		_ = s.hub.Delete(ctx, sec, client.Preconditions{UID: &sec.UID})
 		return "", nil
 	}
@@ -102,6 +102,18 @@ func (s *Service) resumable(ctx context.Context, name string, req issuance.Order
 		}
 	}
 	return url, key
+}
+
+// resumeMark is the CA order URL a deleted order's Secret is marked with
+// ("" when sec is unmarked or owned by an order again), and whether the
+// mark is past its time (or its time does not parse).
+func resumeMark(sec *corev1.Secret, now time.Time) (url string, expired bool) {
+	url = sec.Annotations[hubapi.ResumeOrderAnnotation]
+	if url == "" || len(sec.OwnerReferences) > 0 {
+		return "", false
+	}
+	until, err := time.Parse(time.RFC3339, sec.Annotations[hubapi.ResumeUntilAnnotation])
+	return url, err != nil || !now.Before(until)
 }
 
 // adopt makes the mark of a continued order ord's key Secret again (owned
@@ -141,13 +153,9 @@ func (s *Service) sweepResumeMarks(ctx context.Context) error {
 		}
 		for i := range list.Items {
 			sec := &list.Items[i]
-			if sec.Annotations[hubapi.ResumeOrderAnnotation] == "" || len(sec.OwnerReferences) > 0 {
-				continue
+			if url, expired := resumeMark(sec, s.opts.Clock.Now()); url != "" && expired {
+				_ = s.hub.Delete(ctx, sec, client.Preconditions{UID: &sec.UID})
 			}
-			if until, err := time.Parse(time.RFC3339, sec.Annotations[hubapi.ResumeUntilAnnotation]); err == nil && s.opts.Clock.Now().Before(until) {
-				continue
-			}
-			_ = s.hub.Delete(ctx, sec, client.Preconditions{UID: &sec.UID})
 		}
 	}
 }

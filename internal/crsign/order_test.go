@@ -13,17 +13,10 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	"github.com/prometheus/client_golang/prometheus"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/crsign"
-	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
@@ -113,13 +106,7 @@ func TestOrder(t *testing.T) {
 			fc := fixture.NewFakeCluster(c)
 			o := tc.orderer
 			resolver, _ := hubWithACME(t, func(context.Context, *cmapi.ClusterIssuer) (issuance.Issuer, error) { return &o, nil })
-			r, err := crsign.NewReconciler(crsign.Options{Issuers: resolver, Fence: fence.Static{Identity: "replica-0"}, Policy: fakePolicy{},
-				Budget: fakeBudget{wait: tc.wait}, Registerer: prometheus.NewRegistry()}, clocktesting.NewFakeClock(now),
-				func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east", Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}})
+			res, err := reconcileOnce(t, fc, crsign.Options{Issuers: resolver, Policy: fakePolicy{}, Budget: fakeBudget{wait: tc.wait}}, "east", cr)
 			if (err != nil) != tc.errorOut {
 				t.Fatalf("Reconcile: %v; want an error %t", err, tc.errorOut)
 			}

@@ -189,17 +189,8 @@ func TestReconcile(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
 			fc := fixture.NewFakeCluster(c)
 			resolver, ca := hubWithIssuers(t)
-			f := tc.fence
-			if f == nil {
-				f = fence.Static{Identity: "replica-0"}
-			}
-			r, err := crsign.NewReconciler(crsign.Options{Issuers: resolver, Fence: f, Policy: fakePolicy{deny: tc.policy},
-				Budget: fakeBudget{wait: tc.wait}, Registerer: prometheus.NewRegistry()}, clocktesting.NewFakeClock(now),
-				func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east", Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}})
+			res, err := reconcileOnce(t, fc, crsign.Options{Issuers: resolver, Fence: tc.fence, Policy: fakePolicy{deny: tc.policy},
+				Budget: fakeBudget{wait: tc.wait}}, "east", cr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,6 +210,23 @@ func TestReconcile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reconcileOnce is one reconcile of cr in cluster clusterName by a fresh
+// reconciler of opts (the Static fence replica-0 unless opts has one, a
+// registry of its own) over fc, its clock at now.
+func reconcileOnce(t *testing.T, fc *fixture.FakeCluster, opts crsign.Options, clusterName multicluster.ClusterName, cr *cmapi.CertificateRequest) (reconcile.Result, error) {
+	t.Helper()
+	if opts.Fence == nil {
+		opts.Fence = fence.Static{Identity: "replica-0"}
+	}
+	opts.Registerer = prometheus.NewRegistry()
+	r, err := crsign.NewReconciler(opts, clocktesting.NewFakeClock(now),
+		func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: clusterName, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}})
 }
 
 // outcome is what one reconcile should leave: Ready's reason (none when

@@ -13,39 +13,25 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/crsign"
-	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
-// replica is one reconciler over c in cluster "east" at the fake now,
-// with the budget admitting everything; sign reconciles one request.
-func replica(t *testing.T, c client.Client, resolver *issuance.Resolver, clusterName multicluster.ClusterName) func(*cmapi.CertificateRequest) (reconcile.Result, error) {
+// replica is one reconcile of cr in cluster clusterName by a fresh
+// reconciler over c, the budget admitting everything.
+func replica(t *testing.T, c client.Client, resolver *issuance.Resolver, clusterName multicluster.ClusterName, cr *cmapi.CertificateRequest) (reconcile.Result, error) {
 	t.Helper()
-	fc := fixture.NewFakeCluster(c)
-	r, err := crsign.NewReconciler(crsign.Options{Issuers: resolver, Fence: fence.Static{Identity: "replica"}, Policy: fakePolicy{},
-		Budget: fakeBudget{}, Registerer: prometheus.NewRegistry()}, clocktesting.NewFakeClock(now),
-		func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) { return fc, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(cr *cmapi.CertificateRequest) (reconcile.Result, error) {
-		return r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: clusterName, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}})
-	}
+	return reconcileOnce(t, fixture.NewFakeCluster(c), crsign.Options{Issuers: resolver, Policy: fakePolicy{}, Budget: fakeBudget{}}, clusterName, cr)
 }
 
 // A replica that dies between signing and writing the status (here: its
@@ -70,10 +56,10 @@ func TestEveryReplicaSignsTheSameCertificate(t *testing.T) {
 			return errors.New("killed")
 		},
 	})
-	if _, err := replica(t, dying, resolver, "east")(cr); err == nil || lost == nil {
+	if _, err := replica(t, dying, resolver, "east", cr); err == nil || lost == nil {
 		t.Fatalf("the first replica signed %t and its lost write says %v", lost != nil, err)
 	}
-	if _, err := replica(t, store, resolver, "east")(cr); err != nil {
+	if _, err := replica(t, store, resolver, "east", cr); err != nil {
 		t.Fatal(err)
 	}
 	got := &cmapi.CertificateRequest{}
@@ -122,7 +108,7 @@ func TestSerialAndValidityComeFromTheRequest(t *testing.T) {
 		cr.UID = uid
 		approve(cr, approvedAt)
 		store := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
-		res, err := replica(t, store, resolver, cluster)(cr)
+		res, err := replica(t, store, resolver, cluster, cr)
 		if err != nil {
 			t.Fatal(err)
 		}

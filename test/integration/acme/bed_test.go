@@ -175,3 +175,12 @@ func txt(t *testing.T, server, fqdn string) []string {
 	}
 	return out
 }
+
+// pool holds certs.
+func pool(certs []*x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range certs {
+		p.AddCert(c)
+	}
+	return p
+}

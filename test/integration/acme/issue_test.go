@@ -103,12 +103,8 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inter := x509.NewCertPool()
-		for _, c := range chain[1:] {
-			inter.AddCert(c)
-		}
 		for _, n := range g.names {
-			if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: inter}); err != nil {
+			if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
 				t.Errorf("%s: chain does not verify for %s against Pebble's root: %v", g.crt.Name, n, err)
 			}
 		}

@@ -155,12 +155,3 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 		}
 	}
 }
-
-// pool holds certs.
-func pool(certs []*x509.Certificate) *x509.CertPool {
-	p := x509.NewCertPool()
-	for _, c := range certs {
-		p.AddCert(c)
-	}
-	return p
-}

@@ -93,9 +93,17 @@ func request(t *testing.T, issuer string, key crypto.Signer) *cmapi.CertificateR
 	return cr
 }
 
+// condition sets typ True, its transition at the test's now (apiutil's own
+// clock is the wall clock, which a reconciler on a fake clock would see as
+// the future).
 func condition(typ cmapi.CertificateRequestConditionType) func(*cmapi.CertificateRequest) {
 	return func(cr *cmapi.CertificateRequest) {
 		apiutil.SetCertificateRequestCondition(cr, typ, cmmeta.ConditionTrue, "test", "test")
+		for i := range cr.Status.Conditions {
+			if cr.Status.Conditions[i].Type == typ {
+				cr.Status.Conditions[i].LastTransitionTime = &metav1.Time{Time: now}
+			}
+		}
 	}
 }
 

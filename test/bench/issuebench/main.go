@@ -52,8 +52,12 @@ type Result struct {
 	PerSec        float64            `json:"certsPerSecond,omitempty"`
 }
 
-// reserve is the fairness case's --issuance-reserve.
-var reserve float64
+// reserve is the fairness case's --issuance-reserve; fairnessRounds how
+// many times its quiet 10 are created each way.
+var (
+	reserve        float64
+	fairnessRounds int
+)
 
 func main() {
 	n := flag.Int("n", 200, "Certificates per latency case")
@@ -61,6 +65,7 @@ func main() {
 	out := flag.String("out", "", "JSON output (default test/bench/results/issue-<time>.json)")
 	cases := flag.String("cases", "latency,policy,throughput", "Cases to run: latency (P1 per key type), policy (P1 with and without 100 IssuancePolicies, interleaved), throughput (P8); fairness alone (its hub runs with --issuance-rate)")
 	flag.Float64Var(&reserve, "issuance-reserve", budget.DefaultReserve, "The fairness case's hub --issuance-reserve (0: none, to compare)")
+	flag.IntVar(&fairnessRounds, "fairness-rounds", 5, "How many times the fairness case's quiet 10 are created, alone and beside the backlog (latencies pooled)")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the run (the in-process hub and the bench) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -119,11 +124,7 @@ func run(n, burst int, out, cases string) error {
 	}
 	var results []Result
 	if cases == "fairness" {
-		fw, err := benchutil.WatchReady(ctx, cp.Config, "")
-		if err != nil {
-			return err
-		}
-		rs, err := fairness(ctx, cp, fw, 1000)
+		rs, err := fairness(ctx, cp, 1000, fairnessRounds)
 		if err != nil {
 			return err
 		}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -50,11 +48,7 @@ func fairness(ctx context.Context, cp *testbed.ControlPlane, flood, rounds int) 
 	burst := func(ns, prefix string, n int) (time.Time, error) {
 		start := time.Now()
 		return start, benchutil.CreateInBatches(n, func(i int) error {
-			err := cp.Client.Create(ctx, cert(ns, fmt.Sprintf("%s-%04d", prefix, i), cmapi.ECDSAKeyAlgorithm, 256))
-			if ns == "quiet" && strings.HasPrefix(prefix, "loaded") {
-				fmt.Fprintf(os.Stderr, "DBG %s quiet/%s-%04d created (burst start %s)\n", time.Now().Format("15:04:05.000"), prefix, i, start.Format("15:04:05.000"))
-			}
-			return err
+			return cp.Client.Create(ctx, cert(ns, fmt.Sprintf("%s-%04d", prefix, i), cmapi.ECDSAKeyAlgorithm, 256))
 		})
 	}
 	// quietRounds creates the quiet 10 rounds times, each when the last is

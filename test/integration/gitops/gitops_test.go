@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -44,42 +45,50 @@ import (
 const (
 	issuerName  = "gitops-ca"
 	argoVersion = "github.com/argoproj/argo-cd/v3@v3.5.7"
+	// esoVersion is External Secrets Operator's module, for its CRDs only.
+	esoVersion = "github.com/external-secrets/external-secrets@v0.16.2"
 )
 
 var env *suite.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Downstreams: 1, Unregistered: 1, Issuer: issuerName, Logs: io.Discard,
-		Setup: func(_ context.Context, e *suite.Env) error { return installArgoCRDs(e.Bed) }}, &env))
+		Setup: func(_ context.Context, e *suite.Env) error { return installCRDs(e.Bed) }}, &env))
 }
 
-// installArgoCRDs installs Argo CD's CRDs from the argo-cd module.
-func installArgoCRDs(bed *testbed.Bed) error {
-	out, err := exec.Command("go", "mod", "download", "-json", argoVersion).Output()
-	if err != nil {
-		return err
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return errors.New("go mod download gave no directory for " + argoVersion)
-	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "manifests", "crds", "*-crd.yaml"))
-	if err != nil || len(files) == 0 {
-		return errors.New("no Argo CD CRDs in " + mod.Dir)
-	}
+// installCRDs installs, in the hub, Argo CD's CRDs from the argo-cd module
+// and External Secrets Operator's (examples/externalsecret.yaml) from its.
+func installCRDs(bed *testbed.Bed) error {
 	opts := envtest.CRDInstallOptions{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
+	for _, m := range []struct{ module, glob string }{
+		{argoVersion, "manifests/crds/*-crd.yaml"},
+		{esoVersion, "config/crds/bases/external-secrets.io_*.yaml"},
+	} {
+		out, err := exec.Command("go", "mod", "download", "-json", m.module).Output()
 		if err != nil {
-			return err
+			return fmt.Errorf("go mod download %s: %w", m.module, err)
 		}
-		crds, err := testbed.DecodeCRDs(raw)
-		if err != nil {
-			return err
+		var mod struct{ Dir string }
+		if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+			return errors.New("go mod download gave no directory for " + m.module)
 		}
-		opts.CRDs = append(opts.CRDs, crds...)
+		files, err := filepath.Glob(filepath.Join(mod.Dir, m.glob))
+		if err != nil || len(files) == 0 {
+			return fmt.Errorf("no CRDs %s in %s", m.glob, mod.Dir)
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			crds, err := testbed.DecodeCRDs(raw)
+			if err != nil {
+				return err
+			}
+			opts.CRDs = append(opts.CRDs, crds...)
+		}
 	}
-	_, err = envtest.InstallCRDs(bed.Hub.Config, opts)
+	_, err := envtest.InstallCRDs(bed.Hub.Config, opts)
 	return err
 }
 
@@ -141,7 +150,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 	}
 	for _, path := range []string{"kustomize/base", "kustomize/overlays/dev", "kustomize/overlays/ha", "kustomize/downstream", "kustomize/downstream-namespaced",
 		"argo/appproject.yaml", "argo/hub-application.yaml", "argo/certificates-appset.yaml", "argo/certificates-appset-rollingsync.yaml", "argo/ingresses-appset.yaml", "argo/cert-manager-appset.yaml", "argo/external-certificates-appset.yaml", "examples/external",
-		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/clusterissuer-acme.yaml", "examples/certificate.yaml"} {
+		"examples/clusters/east", "examples/clusters/east/ingress", "examples/cluster-secret.yaml", "examples/clusterissuer-ca.yaml", "examples/clusterissuer-acme.yaml", "examples/externalsecret.yaml", "examples/certificate.yaml"} {
 		t.Run(path, func(t *testing.T) {
 			objs := render(t, path)
 			if len(objs) == 0 {

@@ -77,12 +77,22 @@ CERTMANAGER_SHIM := github.com/cert-manager/cert-manager/pkg/controller/certific
 UNIT_COVERAGE_PKGS := ./internal/shard ./internal/certsync ./internal/inventory ./internal/policy ./internal/budget
 UNIT_COVERAGE_MIN := 70
 
+# Tools are pinned and built from the Go module proxy into a cache outside
+# the clone (once per version). promtool: test/alerts runs the shipped
+# alerts through Prometheus's own rule unit tests.
+TOOLS_DIR ?= $(HOME)/.cache/certhub-tools
+PROMTOOL_VERSION := v0.316.0
+PROMTOOL := $(TOOLS_DIR)/promtool-$(PROMTOOL_VERSION)/promtool
+
+$(PROMTOOL):
+	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
 .PHONY: test-unit
-test-unit: ## Unit tests (no API server); prints unit coverage of shard, certsync, inventory, policy, budget (each must be >= 70%)
+test-unit: $(PROMTOOL) ## Unit tests (no API server), the alerts' rule tests (promtool); prints unit coverage of shard, certsync, inventory, policy, budget (each must be >= 70%)
 	@# Beside them, cert-manager's own certificate-shim tests on the module versions certhub links
 	@# (internal/shim runs that code; ~85 s, nearly all its test's waits, so it runs in parallel).
 	@log=$$(mktemp); $(GO) test $(GOTEST_FLAGS) $(CERTMANAGER_SHIM) > $$log 2>&1 & shim=$$!; \
-	  $(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/...; rc=$$?; \
+	  PROMTOOL=$(PROMTOOL) $(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/... ./test/alerts/...; rc=$$?; \
 	  wait $$shim; src=$$?; cat $$log; rm -f $$log; [ $$rc -eq 0 ] && [ $$src -eq 0 ]
 	@out=$$($(GO) test -count=1 -cover $(UNIT_COVERAGE_PKGS)); echo "$$out"; echo "$$out" | awk -v min=$(UNIT_COVERAGE_MIN) \
 	  '/coverage:/ { for (i = 1; i <= NF; i++) if ($$i == "coverage:") { c = $$(i+1); sub("%", "", c); if (c + 0 < min) { print "unit coverage of " $$2 " is " c "%, below " min "%"; bad = 1 } } } END { exit bad }'
@@ -135,10 +145,8 @@ fuzz: ## Run every Fuzz target for FUZZTIME each
 	  done; \
 	done
 
-# golangci-lint is pinned and built from the Go module proxy into a cache
-# outside the clone (once per version).
+# golangci-lint likewise (TOOLS_DIR above).
 GOLANGCI_LINT_VERSION := v2.15.0
-TOOLS_DIR ?= $(HOME)/.cache/certhub-tools
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 
 $(GOLANGCI_LINT):

@@ -159,12 +159,12 @@ func DescribeBudget(ctx context.Context, hub client.Client, namespace string, ci
 	if err != nil {
 		return "", err
 	}
+	now := clk.Now()
 	if _, ok := d.Buckets[LimitOrders]; !ok {
 		if lim, ok := lims[LimitOrders]; ok {
-			d.Buckets[LimitOrders] = &budget.Bucket{Tokens: lim.Capacity} // full until the first order
+			d.Buckets[LimitOrders] = &budget.Bucket{Tokens: d.Unstored(lim, now)} // full until the first order, unless the history is unknown
 		}
 	}
-	now := clk.Now()
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(d.Buckets)) {
 		b := d.Buckets[name]
@@ -179,6 +179,9 @@ func DescribeBudget(ctx context.Context, hub client.Client, namespace string, ci
 		parts = append(parts, p)
 	}
 	line := fmt.Sprintf("ACME budget of ClusterIssuer %s: %s", ci.Name, strings.Join(parts, ", "))
+	if d.Since != nil {
+		line += fmt.Sprintf("; spending before %s unknown: buckets not listed refill from empty since then", d.Since.UTC().Format(time.RFC3339))
+	}
 	var waiting int
 	var nearest time.Time
 	for _, w := range d.Waiting {

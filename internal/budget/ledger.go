@@ -58,6 +58,13 @@ type LedgerData struct {
 	// Waiting are the callers refused for want of tokens, by key: fair
 	// queuing (Fairness) decides who goes first.
 	Waiting map[string]Waiter `json:"waiting,omitempty"`
+	// Since, when set, is when the ledger's memory begins: what was spent
+	// before is unknown, so a bucket not stored is taken as emptied at
+	// Since and refilled from then (full once its Period has passed), never
+	// as full. Set when the stored ledger cannot be read; an operator
+	// rebuilding a hub sets it by creating the ConfigMap with only
+	// {"since": "<RFC 3339 time>"} (docs/operations.md).
+	Since *time.Time `json:"since,omitempty"`
 	Fairness
 }
 
@@ -343,13 +350,22 @@ func KindOf(bucket string) string {
 }
 
 // peek is the tokens draw's bucket holds now, without storing anything
-// (a bucket not stored is full).
+// (a bucket not stored holds Unstored).
 func peek(d *LedgerData, draw Draw, now time.Time) float64 {
 	if b, ok := d.Buckets[draw.Bucket]; ok {
 		refill(b, draw.Limit, now)
 		return b.Tokens
 	}
-	return draw.Limit.Capacity
+	return d.Unstored(draw.Limit, now)
+}
+
+// Unstored is what a bucket of lim that is not stored holds at now: full,
+// or, within a Period of Since, what it refilled from empty since then.
+func (d *LedgerData) Unstored(lim Limit, now time.Time) float64 {
+	if d.Since == nil {
+		return lim.Capacity
+	}
+	return math.Min(math.Max(now.Sub(*d.Since).Seconds(), 0)*lim.rate(), lim.Capacity)
 }
 
 // bucket returns draw's bucket in d, refilled to now, storing it if new.
@@ -394,7 +410,7 @@ func compact(d *LedgerData, now time.Time) {
 			if b.PausedUntil != nil && !now.Before(*b.PausedUntil) {
 				b.PausedUntil = nil
 			}
-			if b.PausedUntil == nil && b.Tokens >= lim.Capacity {
+			if b.PausedUntil == nil && b.Tokens >= d.Unstored(lim, now) { // dropped, it holds no less
 				delete(d.Buckets, name)
 			}
 		}
@@ -515,8 +531,11 @@ func (l *Ledger) read(ctx context.Context) (*LedgerData, *corev1.ConfigMap, erro
 	}
 	if raw := cm.Data[LedgerKey]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), d); err != nil {
-			// A ledger nobody can read would stop issuance: start again from full buckets.
-			d = &LedgerData{}
+			// A ledger nobody can read would stop issuance; starting again
+			// from full buckets would spend what the CA still counts. So
+			// every bucket starts empty now and refills at its rate.
+			since := l.clock.Now().UTC()
+			d = &LedgerData{Since: &since}
 		}
 	}
 	if d.Buckets == nil {

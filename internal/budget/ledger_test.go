@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -43,8 +45,10 @@ func TestLedger(t *testing.T) {
 	failures := Draw{Bucket: "authz-failures:a", Limit: Limit{Capacity: 2, Period: time.Hour}, Check: true}
 	week := 7 * 24 * time.Hour
 	cases := []struct {
-		name  string
-		steps []step
+		name string
+		// stored, when set, is the ledger's JSON stored before the first step.
+		stored func(now time.Time) string
+		steps  []step
 	}{
 		{name: "a full bucket admits its capacity, then says when the next token comes", steps: []step{
 			{key: "a", draws: []Draw{orders}, admitted: true},
@@ -109,10 +113,30 @@ func TestLedger(t *testing.T) {
 			{key: "d", draws: []Draw{orders}, admitted: true},
 			{key: "e", draws: []Draw{orders}, refused: "orders"},
 		}},
+		{name: "an unreadable ledger is taken as emptied now, never as full", stored: func(time.Time) string { return "{not json" }, steps: []step{
+			{key: "a", draws: []Draw{orders}, refused: "orders", wait: 20 * time.Minute},
+			{advance: 20 * time.Minute, key: "a", draws: []Draw{orders}, admitted: true},
+			{key: "b", draws: []Draw{orders}, refused: "orders"},
+		}},
+		{name: "a ledger rebuilt at since refills from empty since then", stored: func(now time.Time) string {
+			return `{"since":"` + now.Add(-40*time.Minute).Format(time.RFC3339) + `"}`
+		}, steps: []step{
+			{key: "a", draws: []Draw{orders}, admitted: true}, // 40 minutes refilled 2 of 3
+			{key: "b", draws: []Draw{orders}, admitted: true},
+			{key: "c", draws: []Draw{orders}, refused: "orders", wait: 20 * time.Minute},
+			{advance: 3 * time.Hour, key: "c", draws: []Draw{orders, other}, admitted: true}, // a Period on: as remembered, or full
+			{key: "d", draws: []Draw{other}, refused: "set:abc"},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l, clk := newTestLedger(t)
+			if tc.stored != nil {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{LedgerKey: tc.stored(clk.Now())}}
+				if err := l.c.Create(ctx, cm); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for i, s := range tc.steps {
 				clk.Step(s.advance)
 				switch {

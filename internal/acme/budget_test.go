@@ -122,6 +122,19 @@ func TestDescribeBudget(t *testing.T) {
 	if strings.Contains(got, "gone:bucket") {
 		t.Errorf("%q shows a bucket of no configured limit", got)
 	}
+	// A ledger rebuilt an hour ago (history unknown before): orders hold
+	// what refilled since, and the line says why.
+	rebuilt := fakeHub(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: LedgerPrefix + "le"},
+		Data: map[string]string{budget.LedgerKey: `{"since":"` + now.Add(-time.Hour).Format(time.RFC3339) + `"}`}})
+	got, err = DescribeBudget(context.Background(), rebuilt, ns, le, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"orders 100/300 (+1 per 36s)", "spending before 2027-01-01T11:00:00Z unknown"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rebuilt: %q\nlacks %q", got, want)
+		}
+	}
 	other := issuer("acct", "", false) // another server: no budget
 	if got, err := DescribeBudget(context.Background(), hub, ns, other, clk); err != nil || got != "" {
 		t.Errorf("an issuer without a budget: %q, %v", got, err)

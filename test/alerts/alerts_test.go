@@ -128,6 +128,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 // defines (a metric renamed in the code would otherwise leave an alert
 // that never fires, and tests that still pass).
 func TestAlertsNameTheHubsMetrics(t *testing.T) {
+	quotedName, name := regexp.MustCompile(`"(certhub_[a-z0-9_]+)"`), regexp.MustCompile(`\b(certhub_[a-z0-9_]+)`)
 	defined := map[string]bool{}
 	err := filepath.WalkDir(filepath.Join("..", "..", "internal"), func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
@@ -137,7 +138,7 @@ func TestAlertsNameTheHubsMetrics(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, m := range regexp.MustCompile(`"(certhub_[a-z0-9_]+)"`).FindAllSubmatch(src, -1) {
+		for _, m := range quotedName.FindAllSubmatch(src, -1) {
 			defined[string(m[1])] = true
 		}
 		return nil
@@ -150,9 +151,9 @@ func TestAlertsNameTheHubsMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`\b(certhub_[a-z0-9_]+)`).FindAllSubmatch(raw, -1) {
-			if name := string(m[1]); !defined[name] {
-				t.Errorf("%s names %s, which no metric of the hub is", f, name)
+		for _, m := range name.FindAllSubmatch(raw, -1) {
+			if n := string(m[1]); !defined[n] {
+				t.Errorf("%s names %s, which no metric of the hub is", f, n)
 			}
 		}
 	}

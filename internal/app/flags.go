@@ -74,6 +74,7 @@ var flagGroups = []struct {
 	{"ACME", []string{"acme-"}},
 	{"Trust bundles", []string{"trust-bundle-"}},
 	{"CA rotation", []string{"rotation-"}},
+	{"Discovery", []string{"discovery-"}},
 	{"Ingress and Gateway shims", []string{"default-issuer-", "auto-certificate-annotations"}},
 	{"Logging", []string{"zap-"}},
 }

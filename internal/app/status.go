@@ -94,22 +94,35 @@ type statusOptions struct {
 	kubeconfig, namespace, secretNamespace, output, cluster string
 	timeout                                                 time.Duration
 	allowExec                                               bool
+	// discovered lists discovery's certificates instead, filtered by
+	// managed and sorted by sort.
+	discovered    bool
+	managed, sort string
 }
 
 func newStatusCommand() *cobra.Command {
-	o := statusOptions{namespace: hub.DefaultNamespace, secretNamespace: hub.DefaultClusterSecretNamespace, output: "table", timeout: 5 * time.Second}
+	o := statusOptions{namespace: hub.DefaultNamespace, secretNamespace: hub.DefaultClusterSecretNamespace, output: "table", timeout: 5 * time.Second,
+		managed: managedAll, sort: "expiry"}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show every registered cluster: owner replica, reachability, Certificates ready, expiry, renewal, last write",
 		Long: `Read the hub (Argo CD cluster Secrets, certhub's fence Leases) and, with each
 registration's own credentials, every downstream cluster's Certificates; print
 one row per cluster. --cluster lists that cluster's Certificates like
-'kubectl get certificate', with issuer and writing replica.`,
+'kubectl get certificate', with issuer and writing replica.
+
+--discovered lists every TLS certificate found downstream instead, whoever
+wrote it (certhub, cert-manager, or nobody: managed none), from the reports
+the replicas keep in the hub: expiry, key, issuer, names and problems
+(Expired, ExpiredServed, WeakKey, SHA1Signature, Unparseable).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadHubConfig(o.kubeconfig)
 			if err != nil {
 				return err
+			}
+			if o.discovered {
+				return runDiscovered(cmd.Context(), cmd.OutOrStdout(), cfg, o)
 			}
 			rows, err := collectStatus(cmd.Context(), cfg, o)
 			if err != nil {
@@ -134,6 +147,9 @@ one row per cluster. --cluster lists that cluster's Certificates like
 	f.StringVarP(&o.output, "output", "o", o.output, "table, json or yaml")
 	f.StringVar(&o.cluster, "cluster", o.cluster, "Show this cluster's Certificates")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "Per-cluster timeout for reaching downstream API servers")
+	f.BoolVar(&o.discovered, "discovered", false, "List every TLS certificate discovery found downstream (certhub's, cert-manager's and unmanaged ones)")
+	f.StringVar(&o.managed, "managed", o.managed, "With --discovered: all, managed (certhub or cert-manager), unmanaged, certhub, cert-manager or none")
+	f.StringVar(&o.sort, "sort", o.sort, "With --discovered: expiry (soonest first) or cluster")
 	f.BoolVar(&o.allowExec, "allow-exec", false, "Run the exec credential plugins registrations name (a cluster Secret's writer chooses the program); without it such clusters are listed as "+StateExecSkipped)
 	return cmd
 }
@@ -164,6 +180,20 @@ func collectStatus(ctx context.Context, cfg *rest.Config, o statusOptions) ([]Cl
 		return nil, fmt.Errorf("failed to create hub client: %w", err)
 	}
 	return statusRows(ctx, hubc, scheme, o)
+}
+
+// runDiscovered prints `certhub status --discovered`.
+func runDiscovered(ctx context.Context, w io.Writer, cfg *rest.Config, o statusOptions) error {
+	hubc, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("failed to create hub client: %w", err)
+	}
+	now := time.Now()
+	s, err := collectDiscovered(ctx, hubc, o, now)
+	if err != nil {
+		return err
+	}
+	return printDiscovered(w, s, o.output, now)
 }
 
 // statusRows reads the registrations and fence owners from hub and inspects

@@ -13,6 +13,7 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
@@ -89,6 +90,13 @@ type Options struct {
 	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
 	TrustBundles                                                bool
 	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
+	// Discovery finds every TLS certificate downstream, whoever wrote it
+	// (internal/discovery), reading changed Secrets at DiscoveryReadQPS per
+	// cluster; DiscoveryMaxSeries caps its expiry series. Defaults: true,
+	// discovery.DefaultReadQPS, discovery.DefaultMaxSeries.
+	Discovery          bool
+	DiscoveryReadQPS   float64
+	DiscoveryMaxSeries int
 	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
@@ -182,6 +190,9 @@ func NewOptions() *Options {
 		CertManagerLeaseNamespace:  migrate.DefaultLeaseNamespace,
 		IngressShim:                true,
 		TrustBundles:               true,
+		Discovery:                  true,
+		DiscoveryReadQPS:           discovery.DefaultReadQPS,
+		DiscoveryMaxSeries:         discovery.DefaultMaxSeries,
 		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
 		TrustBundleKey:             trust.DefaultKey,
@@ -240,6 +251,9 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
 	}
+	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 {
+		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v) and --discovery-max-series (%d) must be positive", o.DiscoveryReadQPS, o.DiscoveryMaxSeries))
+	}
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
 	}
@@ -271,10 +285,11 @@ const (
 	ControllerTrustBundles = "trust-bundles"
 	ControllerIngressShim  = "ingress-shim"
 	ControllerGatewayShim  = "gateway-shim"
+	ControllerDiscovery    = "discovery"
 )
 
 // OptionalControllers are the controllers --controllers can turn off.
-var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim}
+var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim, ControllerDiscovery}
 
 // Complete resolves what the flags leave open: the replica's identity
 // ($POD_NAME, then the hostname) and --controllers into the controller
@@ -286,6 +301,7 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.TrustBundles, o.IngressShim, o.GatewayShim = on[ControllerTrustBundles], on[ControllerIngressShim], on[ControllerGatewayShim]
+	o.Discovery = on[ControllerDiscovery]
 	return nil
 }
 

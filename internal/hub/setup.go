@@ -24,6 +24,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/crsign"
+	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -284,4 +285,20 @@ func (h *Hub) setupHealth(*rest.Config) error {
 		}
 	}
 	return h.mgr.AddReadyzCheck("shard", ready)
+}
+
+// setupDiscovery finds every TLS certificate in the engaged clusters and
+// reports it in the hub, when on.
+func (h *Hub) setupDiscovery(*rest.Config) error {
+	o := h.opts
+	if !o.Discovery {
+		return nil
+	}
+	d, err := discovery.New(discovery.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Fence: h.fence,
+		Namespaces: h.provider.Namespaces, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries,
+		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("discovery")})
+	if err != nil {
+		return fmt.Errorf("failed to set up discovery: %w", err)
+	}
+	return h.mgr.Add(d)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -19,6 +20,8 @@ type engaged struct {
 	source string // the Secret ("<ns>/<name>") or file ("file:<path>") it came from
 	labels map[string]string
 	scoped bool // a namespace-scoped registration
+	// namespaces are a namespace-scoped registration's namespaces.
+	namespaces []string
 }
 
 // DuplicateError says another source already registers (or is connecting) the cluster name.
@@ -76,7 +79,8 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 			stale, staleName = p.clusters[prev], prev
 			delete(p.clusters, prev)
 		}
-		e = &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0}
+		e = &engaged{hash: c.Hash, source: source, labels: maps.Clone(c.Labels), scoped: len(c.Namespaces) > 0,
+			namespaces: slices.Clone(c.Namespaces)}
 		p.clusters[name] = e
 		p.bySource[source] = name
 	}

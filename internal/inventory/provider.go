@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -418,6 +419,17 @@ func (p *Provider) NamespaceScoped(name multicluster.ClusterName) bool {
 	defer p.mu.Unlock()
 	e, ok := p.clusters[name]
 	return ok && e.scoped
+}
+
+// Namespaces returns the namespaces a namespace-scoped registration of name
+// may read; nil for a cluster-wide one (or an unknown name).
+func (p *Provider) Namespaces(name multicluster.ClusterName) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.clusters[name]; ok {
+		return slices.Clone(e.namespaces)
+	}
+	return nil
 }
 
 // ClusterNames lists the clusters connected here.

@@ -126,6 +126,10 @@ const (
 	// (ConfigMaps certhub-migration-<cluster>: mode, conflict, the plan
 	// of an observed cluster), value "true".
 	MigrationReportLabel = KeyPrefix + "migration-report"
+	// DiscoveryReportLabel marks the per-cluster discovery reports
+	// (ConfigMaps certhub-discovered-<cluster>: every TLS certificate
+	// found in the cluster, whoever wrote it), value "true".
+	DiscoveryReportLabel = KeyPrefix + "discovery-report"
 	// RotationReportLabel marks the rotation progress report ConfigMaps
 	// (value "true").
 	RotationReportLabel = KeyPrefix + "rotation-report"

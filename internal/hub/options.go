@@ -92,11 +92,13 @@ type Options struct {
 	TrustBundleConfigMap, TrustBundleKey, TrustBundleNamespaces string
 	// Discovery finds every TLS certificate downstream, whoever wrote it
 	// (internal/discovery), reading changed Secrets at DiscoveryReadQPS per
-	// cluster; DiscoveryMaxSeries caps its expiry series. Defaults: true,
-	// discovery.DefaultReadQPS, discovery.DefaultMaxSeries.
-	Discovery          bool
-	DiscoveryReadQPS   float64
-	DiscoveryMaxSeries int
+	// cluster; DiscoveryMaxSeries caps its expiry series, and a cluster's
+	// report is written at most every DiscoveryReportInterval. Defaults:
+	// true, discovery.DefaultReadQPS, DefaultMaxSeries, DefaultReportInterval.
+	Discovery               bool
+	DiscoveryReadQPS        float64
+	DiscoveryMaxSeries      int
+	DiscoveryReportInterval time.Duration
 	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
@@ -193,6 +195,7 @@ func NewOptions() *Options {
 		Discovery:                  true,
 		DiscoveryReadQPS:           discovery.DefaultReadQPS,
 		DiscoveryMaxSeries:         discovery.DefaultMaxSeries,
+		DiscoveryReportInterval:    discovery.DefaultReportInterval,
 		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
 		TrustBundleKey:             trust.DefaultKey,
@@ -251,8 +254,9 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
 	}
-	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 {
-		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v) and --discovery-max-series (%d) must be positive", o.DiscoveryReadQPS, o.DiscoveryMaxSeries))
+	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 || o.DiscoveryReportInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v), --discovery-max-series (%d) and --discovery-report-interval (%s) must be positive",
+			o.DiscoveryReadQPS, o.DiscoveryMaxSeries, o.DiscoveryReportInterval))
 	}
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))

@@ -295,7 +295,7 @@ func (h *Hub) setupDiscovery(*rest.Config) error {
 		return nil
 	}
 	d, err := discovery.New(discovery.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Fence: h.fence,
-		Namespaces: h.provider.Namespaces, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries,
+		Namespaces: h.provider.Namespaces, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("discovery")})
 	if err != nil {
 		return fmt.Errorf("failed to set up discovery: %w", err)

@@ -140,7 +140,10 @@ type clusterState struct {
 	refs map[types.NamespacedName][]types.NamespacedName
 	// typed are the kubernetes.io/tls Secrets the metadata watch holds,
 	// with their resourceVersion.
-	typed  map[types.NamespacedName]string
+	typed map[types.NamespacedName]string
+	// listed: the first full read (paged LISTs) is done; until then the
+	// metadata watch only records versions, and nothing is queued.
+	listed bool
 	synced bool
 	// reported is the last report written.
 	reported string
@@ -301,9 +304,29 @@ func (w *watch) run(ctx context.Context) {
 	if !w.cache.WaitForCacheSync(ctx) {
 		return
 	}
+	if err := w.listAll(ctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Error(err, "Failed to list the TLS Secrets for discovery; reading them one by one")
+	}
+	var stale []types.NamespacedName
 	w.st.mu.Lock()
-	w.st.synced = true
+	w.st.listed, w.st.synced = true, true
+	for key, rv := range w.st.typed {
+		if w.st.records[key].resourceVersion != rv {
+			stale = append(stale, key) // changed since its page, or missed
+		}
+	}
+	for key := range w.st.records {
+		if _, typed := w.st.typed[key]; !typed && !w.st.servedLocked(key) {
+			delete(w.st.records, key) // deleted while the pages were read
+		}
+	}
 	w.st.mu.Unlock()
+	for _, key := range stale {
+		w.queue.Add(key)
+	}
 	w.log.V(1).Info("Discovery watch synced")
 	t := w.d.opts.clock.NewTicker(w.d.opts.ReportInterval)
 	defer t.Stop()
@@ -329,7 +352,7 @@ func (w *watch) secretChanged(obj any) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	w.st.mu.Lock()
 	w.st.typed[key] = m.ResourceVersion
-	stale := w.st.records[key].resourceVersion != m.ResourceVersion
+	stale := w.st.listed && w.st.records[key].resourceVersion != m.ResourceVersion
 	w.st.mu.Unlock()
 	if stale {
 		w.queue.Add(key)
@@ -413,6 +436,47 @@ func (w *watch) setRefs(ingress types.NamespacedName, secrets []types.Namespaced
 	for _, key := range read {
 		w.queue.Add(key)
 	}
+}
+
+// listPage is the page size of the first full read.
+const listPage = 100
+
+// listAll reads every kubernetes.io/tls Secret once, a page at a time
+// through the reader's limiter (one request per listPage Secrets, where
+// reading them one by one would take one each), keeping a record of each
+// and dropping its data before the next page.
+func (w *watch) listAll(ctx context.Context) error {
+	namespaces := []string{""}
+	if w.d.opts.Namespaces != nil {
+		if ns := w.d.opts.Namespaces(w.name); len(ns) > 0 {
+			namespaces = ns
+		}
+	}
+	for _, ns := range namespaces {
+		cont := ""
+		for {
+			page := &corev1.SecretList{}
+			if err := w.reader.List(ctx, page, client.InNamespace(ns), client.Limit(listPage), client.Continue(cont),
+				client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))}); err != nil {
+				w.d.metrics.reads.WithLabelValues(string(w.name), "Error").Inc()
+				return fmt.Errorf("failed to list TLS Secrets: %w", err)
+			}
+			w.d.metrics.reads.WithLabelValues(string(w.name), "Listed").Add(float64(len(page.Items)))
+			w.st.mu.Lock()
+			for i := range page.Items {
+				s := &page.Items[i]
+				key := client.ObjectKeyFromObject(s)
+				r := inspect(s)
+				r.Served = w.st.servedLocked(key)
+				w.st.records[key] = r
+			}
+			w.st.mu.Unlock()
+			if cont = page.Continue; cont == "" {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // readNext reads one queued Secret; false when the queue is shut down.

@@ -4,6 +4,7 @@
 // names, key type and size, and who manages it.
 //
 //	per engaged cluster:
+//	  once synced: every kubernetes.io/tls Secret LISTed, 100 a page ─▶ Records
 //	  metadata-only watch of type kubernetes.io/tls Secrets ─┐ new resourceVersion
 //	  the cluster's Ingresses (spec.tls[].secretName) ───────┴─▶ queue ─▶ Readers
 //	  Readers: GET the Secret (own limiter, ReadQPS) ─▶ parse tls.crt's leaf ─▶ Record
@@ -14,8 +15,9 @@
 //
 // Contract:
 //   - Memory is bounded by the fleet's TLS Secrets' metadata and one small
-//     Record each: no Secret's data is cached or kept. A Secret is read
-//     again only when its resourceVersion changes.
+//     Record each: no Secret's data is cached or kept (the first read pages
+//     through them 100 at a time). A Secret is read again only when its
+//     resourceVersion changes.
 //   - Reads in a cluster go through their own client-side limiter
 //     (Options.ReadQPS, ReadBurst) and Options.Readers workers, so
 //     discovery never takes the issuing clients' requests.

@@ -20,7 +20,8 @@ const (
 	MetricProblems = "certhub_discovered_certificate_problems"
 	// MetricDropped counts the certificates MetricExpiration leaves out.
 	MetricDropped = "certhub_discovered_series_dropped"
-	// MetricReads counts the Secret reads, by cluster and result (Read, NotFound, Error).
+	// MetricReads counts the Secrets read, by cluster and result (Listed:
+	// by the first full read's pages; Read, NotFound, Error: one by one).
 	MetricReads = "certhub_discovery_secret_reads_total"
 )
 

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -145,8 +146,8 @@ type clusterState struct {
 	// metadata watch only records versions, and nothing is queued.
 	listed bool
 	synced bool
-	// reported is the last report written.
-	reported string
+	// reported is the digest of the last report written.
+	reported [sha256.Size]byte
 }
 
 // served reports whether an Ingress names key; st.mu held.

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -118,8 +119,9 @@ func (d *Discoverer) report(ctx context.Context, name multicluster.ClusterName, 
 	if err != nil {
 		return fmt.Errorf("failed to encode the discovery report of %s: %w", name, err)
 	}
+	sum := sha256.Sum256(raw)
 	st.mu.Lock()
-	same := st.reported == string(raw)
+	same := st.reported == sum
 	st.mu.Unlock()
 	if same {
 		return nil
@@ -143,7 +145,7 @@ func (d *Discoverer) report(ctx context.Context, name multicluster.ClusterName, 
 		return fmt.Errorf("failed to write discovery report %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	st.mu.Lock()
-	st.reported = string(raw)
+	st.reported = sum
 	st.mu.Unlock()
 	return nil
 }

@@ -15,6 +15,8 @@ const GroupName = "certhub.io"
 const (
 	ACMEOrderKind      = "ACMEOrder"
 	IssuancePolicyKind = "IssuancePolicy"
+	// CertificateRevocationKind pulls certificates back (renew, then revoke).
+	CertificateRevocationKind = "CertificateRevocation"
 )
 
 var (
@@ -36,6 +38,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion,
 		&ACMEOrder{}, &ACMEOrderList{},
 		&IssuancePolicy{}, &IssuancePolicyList{},
+		&CertificateRevocation{}, &CertificateRevocationList{},
 	)
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

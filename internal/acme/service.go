@@ -271,3 +271,25 @@ func noWaitBackoff(n int, _ *http.Request, res *http.Response) time.Duration {
 	}
 	return time.Duration(n) * 50 * time.Millisecond
 }
+
+// Revoke revokes der, a certificate ClusterIssuer issuer's CA issued, at
+// that CA with the hub's account (RFC 8555 §7.6 revokeCert) and an RFC
+// 5280 reason code. internal/revocation calls it once the certificate
+// was replaced downstream.
+func (s *Service) Revoke(ctx context.Context, issuer string, der []byte, reason int) error {
+	ci := &cmapi.ClusterIssuer{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Name: issuer}, ci); err != nil {
+		return fmt.Errorf("failed to get ClusterIssuer %s: %w", issuer, err)
+	}
+	if ci.Spec.ACME == nil {
+		return fmt.Errorf("ClusterIssuer %s is not an ACME issuer", issuer)
+	}
+	cl, err := s.client(ctx, ci)
+	if err != nil {
+		return err
+	}
+	if err := cl.RevokeCert(ctx, nil, der, acmeapi.CRLReasonCode(reason)); err != nil {
+		return fmt.Errorf("failed to revoke a certificate at the CA of ClusterIssuer %s: %w", issuer, err)
+	}
+	return nil
+}

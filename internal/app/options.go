@@ -27,6 +27,8 @@ func addRunFlags(fs *pflag.FlagSet, o *hub.Options) {
 	fs.Float64Var(&o.DiscoveryReadQPS, "discovery-read-qps", o.DiscoveryReadQPS, "Secret reads per second in each cluster by discovery (controller discovery: every TLS certificate downstream, whoever wrote it), with a limiter apart from issuance's")
 	fs.IntVar(&o.DiscoveryMaxSeries, "discovery-max-series", o.DiscoveryMaxSeries, "Most series of certhub_discovered_certificate_expiration_timestamp_seconds one replica exposes (the soonest to expire; the rest are counted in certhub_discovered_series_dropped)")
 	fs.DurationVar(&o.DiscoveryReportInterval, "discovery-report-interval", o.DiscoveryReportInterval, "How often a cluster's discovery report (ConfigMap certhub-discovered-<cluster> in --namespace, read by certhub status --discovered) is written when it changed")
+	fs.DurationVar(&o.RevocationInterval, "revocation-interval", o.RevocationInterval, "How often each CertificateRevocation in progress is looked at in every cluster this replica owns")
+	fs.StringVar(&o.CRLBindAddress, "crl-bind-address", o.CRLBindAddress, "Address serving each CA ClusterIssuer's CRL over HTTP at /crl/<issuer> (DER; .pem for PEM), for the ClusterIssuer's spec.ca.crlDistributionPoints; empty or 0: not served")
 	fs.StringVar(&o.DefaultIssuerName, "default-issuer-name", o.DefaultIssuerName, "Issuer of Certificates for Ingresses annotated only with an auto annotation (kubernetes.io/tls-acme: \"true\")")
 	fs.StringVar(&o.DefaultIssuerKind, "default-issuer-kind", o.DefaultIssuerKind, "Kind of --default-issuer-name")
 	fs.StringVar(&o.DefaultIssuerGroup, "default-issuer-group", o.DefaultIssuerGroup, "Group of --default-issuer-name")

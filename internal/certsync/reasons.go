@@ -57,6 +57,9 @@ const (
 	// ReasonCARotation (Issuing): the cluster's wave of a CA rotation signs
 	// with the new CA, and this certificate was signed by the old one.
 	ReasonCARotation = "CARotation"
+	// ReasonRevocation: a CertificateRevocation in the hub selects the
+	// issued certificate; a new one is issued before the old is revoked.
+	ReasonRevocation = "RevocationRequested"
 
 	// Reasons the policy chain gives for (re)issuance; they appear in the
 	// Issuing condition and Events like cert-manager's trigger policies.

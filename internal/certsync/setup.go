@@ -83,6 +83,17 @@ type Rotation interface {
 	Subscribe(fn func())
 }
 
+// Revocation says which issued certificates a CertificateRevocation in
+// the hub wants replaced (renewed before their serial is revoked).
+// *revocation.Controller implements it.
+type Revocation interface {
+	// Subscribe calls fn with each Certificate newly selected.
+	Waker
+	// MustRenew reports whether cert, the certificate issued for
+	// cluster's namespace/name, is selected and not replaced yet.
+	MustRenew(cluster, namespace, name string, cert *x509.Certificate) (message string, ok bool)
+}
+
 // Budget admits issuances at the hub's rate, shared fairly by cluster and
 // namespace. *budget.Budget implements it.
 type Budget interface {
@@ -139,6 +150,9 @@ type Options struct {
 	// Wake, when set, queues a Certificate again when an issuer has news for
 	// it (an ACME order finished), instead of waiting for its next poll.
 	Wake Waker
+	// Revocation, when set, re-issues the certificates a
+	// CertificateRevocation selects (internal/revocation).
+	Revocation Revocation
 	// RenewalAdvice, when set, is asked when each issued certificate should
 	// be renewed according to its CA (ACME renewal information, RFC 9773):
 	// the earlier of its answer and the spec's renewal time is used, so a
@@ -308,9 +322,10 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		Named("certsync").
 		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
-		WatchesRawSource(feed.source()).                                         // policy changes: every Certificate decided again
-		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                 // an issuer's news (a finished ACME order)
-		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)). // a cluster's mode or conflict changed
+		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
+		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
+		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation
+		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)).        // a cluster's mode or conflict changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
 			NewQueue: newFairQueue(opts.MaxConcurrentReconcilesPerCluster)}). // clusters take turns, each in at most half the workers (fairqueue.go)
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
@@ -320,6 +335,14 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 		}).
 		Complete(r)
+}
+
+// revocationWaker is r as a Waker; nil when r is.
+func revocationWaker(r Revocation) Waker {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
 // secretToCertificate maps a managed Secret to the Certificate named in its annotation.

@@ -281,6 +281,11 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			reissue, reason, message = false, "", ""
 		}
 	}
+	if !reissue && st != nil && st.cert != nil && r.opts.Revocation != nil {
+		if msg, ok := r.opts.Revocation.MustRenew(string(t.name), crt.Namespace, crt.Name, st.cert); ok {
+			reissue, reason, message = true, ReasonRevocation, msg
+		}
+	}
 	if r.opts.Rotation != nil {
 		iss, ca, ok, err := r.opts.Rotation.Override(ctx, t.name, crt.Spec.IssuerRef)
 		if err != nil {

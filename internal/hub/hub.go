@@ -32,6 +32,7 @@ import (
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shard"
 )
@@ -183,6 +184,7 @@ type Hub struct {
 	acme     *acme.Service
 	issuers  *issuance.Resolver
 	rotator  *rotation.Rotator
+	revoker  *revocation.Controller
 	// gate says per cluster whether the hub writes there (mode, cert-manager
 	// still active); it is also the fence of trust and shim.
 	gate *migrate.Gate
@@ -217,7 +219,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 	h := &Hub{opts: o, scheme: scheme}
 	for _, setup := range []func(*rest.Config) error{
 		h.setupInventory, h.setupManager, h.setupMigration, h.setupACME, h.setupPolicy, h.setupRotation,
-		h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupHealth,
+		h.setupRevocation, h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupHealth,
 	} {
 		if err := setup(cfg); err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
 	"github.com/certhub/certhub/internal/trust"
@@ -99,6 +100,13 @@ type Options struct {
 	DiscoveryReadQPS        float64
 	DiscoveryMaxSeries      int
 	DiscoveryReportInterval time.Duration
+	// RevocationInterval is how often each CertificateRevocation in
+	// progress is looked at in every cluster; CRLBindAddress serves the CA
+	// ClusterIssuers' CRLs over HTTP at /crl/<issuer> ("" or "0", the
+	// default: not served; they are in ConfigMaps certhub-crl-<issuer>).
+	// Default revocation.DefaultInterval.
+	RevocationInterval time.Duration
+	CRLBindAddress     string
 	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
@@ -196,6 +204,7 @@ func NewOptions() *Options {
 		DiscoveryReadQPS:           discovery.DefaultReadQPS,
 		DiscoveryMaxSeries:         discovery.DefaultMaxSeries,
 		DiscoveryReportInterval:    discovery.DefaultReportInterval,
+		RevocationInterval:         revocation.DefaultInterval,
 		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
 		TrustBundleKey:             trust.DefaultKey,
@@ -257,6 +266,9 @@ func (o *Options) Validate() error {
 	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 || o.DiscoveryReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v), --discovery-max-series (%d) and --discovery-report-interval (%s) must be positive",
 			o.DiscoveryReadQPS, o.DiscoveryMaxSeries, o.DiscoveryReportInterval))
+	}
+	if o.RevocationInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--revocation-interval (%s) must be positive", o.RevocationInterval))
 	}
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))

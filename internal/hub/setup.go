@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,6 +31,7 @@ import (
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shim"
 	"github.com/certhub/certhub/internal/trust"
@@ -212,6 +214,29 @@ func (h *Hub) setupRotation(*rest.Config) error {
 	return h.mgr.GetLocalManager().Add(h.rotator)
 }
 
+// setupRevocation sets up the CertificateRevocations: renew, then revoke
+// (the CRLs of CA issuers, ACME's revokeCert), and the CRLs' HTTP server
+// when --crl-bind-address is set.
+func (h *Hub) setupRevocation(*rest.Config) error {
+	o := h.opts
+	local := h.mgr.GetLocalManager()
+	var err error
+	h.revoker, err = revocation.New(revocation.Options{Namespace: o.Namespace, Hub: local.GetClient(), Live: local.GetAPIReader(), Fence: h.fence,
+		Clusters: h.provider.Clusters, ACME: h.acme, Interval: o.RevocationInterval, Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("revocation")})
+	if err != nil {
+		return fmt.Errorf("failed to set up revocation: %w", err)
+	}
+	if err := h.mgr.Add(h.revoker); err != nil {
+		return err
+	}
+	if o.CRLBindAddress == "" || o.CRLBindAddress == "0" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle(revocation.CRLPath, h.revoker.Handler())
+	return local.Add(&manager.Server{Name: "crl", Server: &http.Server{Addr: o.CRLBindAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}})
+}
+
 // setupCertsync sets up the Certificate reconciler of every engaged cluster.
 func (h *Hub) setupCertsync(*rest.Config) error {
 	o := h.opts
@@ -221,6 +246,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
+		Revocation:     h.revoker,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,

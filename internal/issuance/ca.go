@@ -19,6 +19,10 @@ import (
 type ca struct {
 	certs []*x509.Certificate
 	key   crypto.Signer
+	// crlDistributionPoints go into every certificate signed, as the
+	// ClusterIssuer's spec.ca.crlDistributionPoints ask (cert-manager's CA
+	// issuer does the same); the hub serves its CRLs (internal/revocation).
+	crlDistributionPoints []string
 }
 
 // sealInfo is the HKDF info of the seal key: a key for this use only.
@@ -65,6 +69,9 @@ func (c *ca) Seal(msg []byte) []byte {
 
 func (c *ca) Sign(_ context.Context, req Request) (Result, error) {
 	req.Template.PublicKey = req.PublicKey
+	if len(c.crlDistributionPoints) > 0 {
+		req.Template.CRLDistributionPoints = c.crlDistributionPoints
+	}
 	bundle, err := pki.SignCSRTemplate(c.certs, c.key, req.Template)
 	if err != nil {
 		return Result{}, fmt.Errorf("failed to sign certificate with CA: %w", err)

@@ -256,7 +256,11 @@ func (r *Resolver) forSpec(ctx context.Context, what string, spec *cmapi.IssuerS
 	case spec.SelfSigned != nil:
 		return selfSigned{}, nil
 	case spec.CA != nil:
-		return loadCA(ctx, what, secrets, client.ObjectKey{Namespace: secretNS, Name: spec.CA.SecretName})
+		iss, err := loadCA(ctx, what, secrets, client.ObjectKey{Namespace: secretNS, Name: spec.CA.SecretName})
+		if c, ok := iss.(*ca); ok && err == nil {
+			c.crlDistributionPoints = spec.CA.CRLDistributionPoints
+		}
+		return iss, err
 	case spec.ACME != nil:
 		return nil, &Error{Reason: ReasonIssuerNotSupported, Message: what + " is an ACME issuer: certhub orders from ACME servers only for ClusterIssuers in the hub (one account, DNS credentials kept in the hub)"}
 	default:

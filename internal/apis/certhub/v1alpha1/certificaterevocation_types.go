@@ -153,6 +153,11 @@ type RevokedCertificate struct {
 	RevokedAt *metav1.Time `json:"revokedAt,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// CertificatePEM is the selected certificate of an ACME issuer, kept
+	// until the CA has revoked it (RFC 8555 revokeCert sends the
+	// certificate itself, and the renewal replaces it downstream).
+	// +optional
+	CertificatePEM string `json:"certificatePEM,omitempty"`
 }
 
 // +kubebuilder:object:root=true

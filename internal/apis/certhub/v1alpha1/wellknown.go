@@ -130,6 +130,10 @@ const (
 	// (ConfigMaps certhub-discovered-<cluster>: every TLS certificate
 	// found in the cluster, whoever wrote it), value "true".
 	DiscoveryReportLabel = KeyPrefix + "discovery-report"
+	// CRLLabel marks the CRL ConfigMaps the hub keeps per CA ClusterIssuer
+	// (certhub-crl-<issuer>, value "true"); CRLIssuerAnnotation names the issuer.
+	CRLLabel            = KeyPrefix + "crl"
+	CRLIssuerAnnotation = KeyPrefix + "crl-issuer"
 	// RotationReportLabel marks the rotation progress report ConfigMaps
 	// (value "true").
 	RotationReportLabel = KeyPrefix + "rotation-report"

@@ -1,0 +1,464 @@
+package revocation
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/fence"
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval    = 10 * time.Second
+	DefaultCRLValidity = 7 * 24 * time.Hour
+)
+
+// Issuer kinds a selected certificate is revoked by.
+const (
+	KindCA   = "CA"
+	KindACME = "ACME"
+)
+
+// ACMERevoker revokes a certificate at an ACME ClusterIssuer's CA (RFC 8555
+// revokeCert, with the hub's account). *acme.Service implements it.
+type ACMERevoker interface {
+	Revoke(ctx context.Context, issuer string, der []byte, reason int) error
+}
+
+// Options configure revocation.
+type Options struct {
+	// Namespace is the hub namespace of the CA Secrets and the CRLs. Required.
+	Namespace string
+	// Hub reads ClusterIssuers, CA Secrets and CertificateRevocations, and
+	// writes the CRLs and the revocations' status. Required.
+	Hub client.Client
+	// Live reads what must not be stale (a CRL before it is rewritten).
+	// Required.
+	Live client.Reader
+	// Fence says which clusters this replica looks at for each revocation.
+	// Nil: every engaged cluster.
+	Fence fence.Fence
+	// Clusters lists every registered cluster (a revocation is Complete
+	// once each one it selects has been looked at). Required.
+	Clusters func() map[multicluster.ClusterName]map[string]string
+	// ACME revokes ACME certificates at their CA. Nil: they stay Failed.
+	ACME ACMERevoker
+	// Interval is how often each revocation in progress is looked at in
+	// every cluster. Default DefaultInterval.
+	Interval time.Duration
+	// CRLValidity is how long a CRL is valid (nextUpdate); it is signed
+	// again with half of it left. Default DefaultCRLValidity.
+	CRLValidity time.Duration
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// Log defaults to discard.
+	Log logr.Logger
+
+	clock clock.WithTicker
+}
+
+// Controller renews then revokes what CertificateRevocations select. Add
+// it to the multicluster manager; certsync asks it MustRenew.
+type Controller struct {
+	opts    Options
+	crls    *crls
+	metrics *metrics
+
+	mu       sync.Mutex
+	clusters map[multicluster.ClusterName]cluster.Cluster
+	// renew: cluster/namespace/name → the serial to replace, and the
+	// revocation that asks.
+	renew map[string]want
+	subs  []func(cluster, namespace, name string)
+}
+
+type want struct{ serial, revocation string }
+
+var _ multicluster.Aware = &Controller{}
+
+// New returns a Controller with its metrics registered.
+func New(opts Options) (*Controller, error) {
+	if opts.Namespace == "" || opts.Hub == nil || opts.Live == nil || opts.Clusters == nil || opts.Registerer == nil {
+		return nil, errors.New("revocation: Namespace, Hub, Live, Clusters and Registerer are required")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.CRLValidity <= 0 {
+		opts.CRLValidity = DefaultCRLValidity
+	}
+	if opts.clock == nil {
+		opts.clock = clock.RealClock{}
+	}
+	c := &Controller{opts: opts, clusters: map[multicluster.ClusterName]cluster.Cluster{}, renew: map[string]want{}}
+	c.crls = &crls{namespace: opts.Namespace, hub: opts.Hub, live: opts.Live, validity: opts.CRLValidity, now: opts.clock.Now}
+	var err error
+	if c.metrics, err = newMetrics(opts.Registerer, opts.Hub); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Handler serves the CRLs under CRLPath.
+func (c *Controller) Handler() http.Handler { return c.crls.handler() }
+
+// Engage remembers cl until ctx ends.
+func (c *Controller) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+	c.mu.Lock()
+	c.clusters[name] = cl
+	c.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		if c.clusters[name] == cl {
+			delete(c.clusters, name)
+		}
+		c.mu.Unlock()
+	})
+	return nil
+}
+
+// Subscribe calls fn with each Certificate newly selected (certsync queues it).
+func (c *Controller) Subscribe(fn func(cluster, namespace, name string)) {
+	c.mu.Lock()
+	c.subs = append(c.subs, fn)
+	c.mu.Unlock()
+}
+
+// MustRenew reports whether cert is the certificate a revocation wants
+// replaced for cluster's namespace/name.
+func (c *Controller) MustRenew(cluster, namespace, name string, cert *x509.Certificate) (string, bool) {
+	c.mu.Lock()
+	w, ok := c.renew[cluster+"/"+namespace+"/"+name]
+	c.mu.Unlock()
+	if !ok || w.serial != Serial(cert) {
+		return "", false
+	}
+	return fmt.Sprintf("Issuing certificate as CertificateRevocation %q revokes serial %s once it is replaced", w.revocation, w.serial), true
+}
+
+// setWant records (or, with serial "", drops) what a Certificate must
+// replace, and wakes certsync on a new want.
+func (c *Controller) setWant(key, serial, revocation string) {
+	c.mu.Lock()
+	old, had := c.renew[key]
+	if serial == "" {
+		delete(c.renew, key)
+	} else {
+		c.renew[key] = want{serial: serial, revocation: revocation}
+	}
+	subs := slices.Clone(c.subs)
+	c.mu.Unlock()
+	if serial != "" && (!had || old.serial != serial) {
+		parts := strings.SplitN(key, "/", 3)
+		for _, fn := range subs {
+			fn(parts[0], parts[1], parts[2])
+		}
+	}
+}
+
+// Start looks at every revocation in progress every Interval until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	log := c.opts.Log
+	t := c.opts.clock.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		if err := c.passAll(ctx); err != nil && ctx.Err() == nil {
+			log.Error(err, "Revocation pass failed")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// passAll advances every revocation in progress in the clusters this
+// replica owns, and keeps the CRLs signed.
+func (c *Controller) passAll(ctx context.Context) error {
+	var errs []error
+	revs := &hubapi.CertificateRevocationList{}
+	if err := c.opts.Hub.List(ctx, revs); err != nil {
+		return fmt.Errorf("failed to list CertificateRevocations: %w", err)
+	}
+	c.mu.Lock()
+	engaged := maps.Clone(c.clusters)
+	c.mu.Unlock()
+	for i := range revs.Items {
+		rev := &revs.Items[i]
+		if rev.Status.Phase == hubapi.RevocationComplete {
+			continue
+		}
+		if err := c.advance(ctx, rev, engaged); err != nil {
+			errs = append(errs, fmt.Errorf("CertificateRevocation %s: %w", rev.Name, err))
+		}
+	}
+	cms := &corev1.ConfigMapList{}
+	if err := c.opts.Hub.List(ctx, cms, client.InNamespace(c.opts.Namespace), client.MatchingLabels{hubapi.CRLLabel: "true"}); err != nil {
+		errs = append(errs, fmt.Errorf("failed to list CRLs: %w", err))
+	}
+	for i := range cms.Items {
+		if err := c.crls.refresh(ctx, &cms.Items[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// advance looks at rev in each cluster this replica owns and writes what
+// changed into its status.
+func (c *Controller) advance(ctx context.Context, rev *hubapi.CertificateRevocation, engaged map[multicluster.ClusterName]cluster.Cluster) error {
+	// The status as written last, not as cached: a pass on a stale one
+	// would select nothing that is already renewed.
+	if err := c.opts.Live.Get(ctx, client.ObjectKeyFromObject(rev), rev); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	entries := map[string]hubapi.RevokedCertificate{}
+	for _, e := range rev.Status.Certificates {
+		entries[e.Serial] = e
+	}
+	rows := map[string]hubapi.RevocationClusterStatus{}
+	var errs []error
+	for name, cl := range engaged {
+		if !selectsCluster(rev, string(name)) {
+			continue
+		}
+		if c.opts.Fence != nil {
+			if _, ok := c.opts.Fence.Owns(name); !ok {
+				continue
+			}
+		}
+		row, err := c.inCluster(ctx, rev, string(name), cl, entries)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
+			row.Message = err.Error()
+		}
+		rows[string(name)] = row
+	}
+	if len(rows) > 0 {
+		errs = append(errs, c.writeStatus(ctx, rev.Name, rows, entries))
+	}
+	return errors.Join(errs...)
+}
+
+// inCluster selects rev's certificates in cluster name, asks certsync to
+// renew each, and revokes each old serial once replaced (or gone).
+func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevocation, name string, cl cluster.Cluster, entries map[string]hubapi.RevokedCertificate) (hubapi.RevocationClusterStatus, error) {
+	row := hubapi.RevocationClusterStatus{Cluster: name}
+	list := &cmapi.CertificateList{}
+	if err := cl.GetClient().List(ctx, list); err != nil {
+		return row, fmt.Errorf("failed to list Certificates: %w", err)
+	}
+	current := map[string]string{} // namespace/name → serial in its Secret now
+	for i := range list.Items {
+		crt := &list.Items[i]
+		if !selectsCertificate(rev, crt) {
+			continue
+		}
+		s := &corev1.Secret{}
+		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil ||
+			s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue {
+			continue // not issued by the hub (or not yet)
+		}
+		leaf, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
+		if err != nil {
+			continue
+		}
+		serial := Serial(leaf)
+		current[crt.Namespace+"/"+crt.Name] = serial
+		if !selectsLeaf(rev, leaf) {
+			continue
+		}
+		if _, known := entries[serial]; !known {
+			if leaf.NotBefore.Equal(rev.CreationTimestamp.Time) && replaced(entries, name, crt) {
+				continue // the renewal of a certificate selected, issued in the revocation's second
+			}
+			entries[serial] = c.newEntry(ctx, name, crt, leaf)
+		}
+		if entries[serial].State != hubapi.RevocationRevoked {
+			c.setWant(name+"/"+crt.Namespace+"/"+crt.Name, serial, rev.Name)
+		}
+	}
+	reason := reasonCode(rev.Spec.Reason)
+	var errs []error
+	for serial, e := range entries {
+		if e.Cluster != name || e.State == hubapi.RevocationRevoked || e.IssuerKind != KindCA && e.IssuerKind != KindACME {
+			continue
+		}
+		key := e.Namespace + "/" + e.Certificate
+		if current[key] == serial {
+			continue // not replaced yet
+		}
+		if err := c.revokeOne(ctx, e, reason); err != nil {
+			e.State, e.Message = hubapi.RevocationFailed, err.Error()
+			c.metrics.revocations.WithLabelValues(e.IssuerKind, "Failed").Inc()
+			errs = append(errs, err)
+		} else {
+			now := metav1.NewTime(c.opts.clock.Now().UTC().Truncate(time.Second))
+			e.State, e.Message, e.RevokedAt, e.CertificatePEM = hubapi.RevocationRevoked, "", &now, ""
+			c.metrics.revocations.WithLabelValues(e.IssuerKind, "Revoked").Inc()
+		}
+		entries[serial] = e
+		c.mu.Lock()
+		if w := c.renew[name+"/"+key]; w.serial == serial {
+			delete(c.renew, name+"/"+key)
+		}
+		c.mu.Unlock()
+	}
+	for _, e := range entries {
+		if e.Cluster != name {
+			continue
+		}
+		row.Selected++
+		if e.State == hubapi.RevocationRevoked {
+			row.Revoked++
+		}
+	}
+	if n := row.Selected - row.Revoked; n > 0 {
+		row.Message = fmt.Sprintf("%d certificate(s) renewing or waiting to be revoked", n)
+	}
+	return row, errors.Join(errs...)
+}
+
+// replaced reports whether entries hold a certificate of crt in cluster.
+func replaced(entries map[string]hubapi.RevokedCertificate, cluster string, crt *cmapi.Certificate) bool {
+	for _, e := range entries {
+		if e.Cluster == cluster && e.Namespace == crt.Namespace && e.Certificate == crt.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// newEntry is a newly selected certificate.
+func (c *Controller) newEntry(ctx context.Context, cluster string, crt *cmapi.Certificate, leaf *x509.Certificate) hubapi.RevokedCertificate {
+	e := hubapi.RevokedCertificate{Serial: Serial(leaf), Cluster: cluster, Namespace: crt.Namespace, Certificate: crt.Name,
+		IssuerName: crt.Spec.IssuerRef.Name, State: hubapi.RevocationRenewing}
+	ci := &cmapi.ClusterIssuer{}
+	switch err := c.opts.Hub.Get(ctx, client.ObjectKey{Name: crt.Spec.IssuerRef.Name}, ci); {
+	case err != nil:
+		e.State, e.Message = hubapi.RevocationFailed, fmt.Sprintf("ClusterIssuer %q: %v", crt.Spec.IssuerRef.Name, err)
+	case ci.Spec.CA != nil:
+		e.IssuerKind = KindCA
+	case ci.Spec.ACME != nil:
+		e.IssuerKind = KindACME
+		e.CertificatePEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}))
+	default:
+		e.IssuerKind, e.State = "SelfSigned", hubapi.RevocationFailed
+		e.Message = "a self-signed certificate cannot be revoked; it is renewed only"
+	}
+	return e
+}
+
+// revokeOne revokes e's serial: in its CA's CRL, or at its ACME CA.
+func (c *Controller) revokeOne(ctx context.Context, e hubapi.RevokedCertificate, reason int) error {
+	switch e.IssuerKind {
+	case KindCA:
+		return c.crls.revoke(ctx, e.IssuerName, e.Serial, reason)
+	case KindACME:
+		if c.opts.ACME == nil {
+			return errors.New("no ACME service to revoke with")
+		}
+		b, _ := pem.Decode([]byte(e.CertificatePEM))
+		if b == nil {
+			return errors.New("the certificate to revoke was not kept")
+		}
+		return c.opts.ACME.Revoke(ctx, e.IssuerName, b.Bytes, reason)
+	}
+	return fmt.Errorf("issuer kind %q cannot revoke", e.IssuerKind)
+}
+
+// writeStatus merges rows and the entries of their clusters into rev's
+// status (other replicas write their clusters' concurrently).
+func (c *Controller) writeStatus(ctx context.Context, name string, rows map[string]hubapi.RevocationClusterStatus, entries map[string]hubapi.RevokedCertificate) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rev := &hubapi.CertificateRevocation{}
+		if err := c.opts.Live.Get(ctx, client.ObjectKey{Name: name}, rev); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		next := rev.Status.DeepCopy()
+		now := metav1.NewTime(c.opts.clock.Now().UTC().Truncate(time.Second))
+		for cl, row := range rows {
+			i := slices.IndexFunc(next.Clusters, func(r hubapi.RevocationClusterStatus) bool { return r.Cluster == cl })
+			if i >= 0 {
+				old := next.Clusters[i]
+				row.LastSeen = old.LastSeen
+				if old.Selected != row.Selected || old.Revoked != row.Revoked || old.Message != row.Message || old.LastSeen == nil {
+					row.LastSeen = &now
+				}
+				next.Clusters[i] = row
+			} else {
+				row.LastSeen = &now
+				next.Clusters = append(next.Clusters, row)
+			}
+		}
+		slices.SortFunc(next.Clusters, func(a, b hubapi.RevocationClusterStatus) int { return strings.Compare(a.Cluster, b.Cluster) })
+		// Entries only advance (Renewing or Failed → Revoked) and are never
+		// dropped: merged one by one, whatever another writer did meanwhile.
+		for _, e := range entries {
+			if _, mine := rows[e.Cluster]; !mine {
+				continue
+			}
+			i := slices.IndexFunc(next.Certificates, func(x hubapi.RevokedCertificate) bool { return x.Serial == e.Serial })
+			switch {
+			case i < 0:
+				next.Certificates = append(next.Certificates, e)
+			case next.Certificates[i].State != hubapi.RevocationRevoked:
+				next.Certificates[i] = e
+			}
+		}
+		slices.SortFunc(next.Certificates, func(a, b hubapi.RevokedCertificate) int { return strings.Compare(a.Serial, b.Serial) })
+		next.Revoked, next.Pending = 0, 0
+		for _, e := range next.Certificates {
+			switch {
+			case e.State == hubapi.RevocationRevoked:
+				next.Revoked++
+			case e.IssuerKind == KindCA || e.IssuerKind == KindACME:
+				next.Pending++
+			}
+		}
+		next.Phase = hubapi.RevocationComplete
+		if next.Pending > 0 || !c.everyClusterSeen(rev, next) {
+			next.Phase = hubapi.RevocationInProgress
+		}
+		if equality.Semantic.DeepEqual(&rev.Status, next) {
+			return nil
+		}
+		rev.Status = *next
+		return c.opts.Hub.Status().Update(ctx, rev)
+	})
+}
+
+// everyClusterSeen reports whether every registered cluster rev selects
+// has a row.
+func (c *Controller) everyClusterSeen(rev *hubapi.CertificateRevocation, st *hubapi.CertificateRevocationStatus) bool {
+	for name := range c.opts.Clusters() {
+		if selectsCluster(rev, string(name)) && !slices.ContainsFunc(st.Clusters, func(r hubapi.RevocationClusterStatus) bool { return r.Cluster == string(name) }) {
+			return false
+		}
+	}
+	return true
+}

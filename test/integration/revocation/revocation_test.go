@@ -1,6 +1,7 @@
 package revocation
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/test/fixture"
@@ -184,12 +186,19 @@ func TestRevokeEverythingIssuedBefore(t *testing.T) {
 		}
 	}
 	cutoff := metav1.NewTime(time.Now().Add(time.Second).Truncate(time.Second))
-	rev := &hubapi.CertificateRevocation{ObjectMeta: metav1.ObjectMeta{Name: "ca-incident"}, Spec: hubapi.CertificateRevocationSpec{
-		IssuerName: issuerName, Namespace: "before", IssuedBefore: &cutoff}}
-	if err := env.Bed.Hub.Client.Create(ctx, rev); err != nil {
-		t.Fatal(err)
+	var out bytes.Buffer
+	cmd := app.NewCommand()
+	cmd.SetArgs([]string{"revoke", "ca-incident", "--kubeconfig", env.Kubeconfig, "--issuer", issuerName, "--namespace", "before",
+		"--issued-before", cutoff.UTC().Format(time.RFC3339)})
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("certhub revoke: %v\n%s", err, out.String())
 	}
-	rev = waitComplete(t, rev.Name)
+	rev := waitComplete(t, "ca-incident")
+	if !rev.Spec.IssuedBefore.Equal(&cutoff) || rev.Spec.IssuerName != issuerName || rev.Spec.Reason != hubapi.RevocationSuperseded {
+		t.Errorf("certhub revoke created %+v", rev.Spec)
+	}
 	crl := fetchCRL(t)
 	for _, is := range all {
 		fresh := waitRenewed(t, is.cp, is.crt, is.leaf)

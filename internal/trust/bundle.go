@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/revocation"
 )
 
 // Annotations on a CA ClusterIssuer that say where its CA is trusted.
@@ -38,6 +39,7 @@ type entry struct {
 	clusters   labels.Selector // labels.Nothing() for an invalid selector
 	namespaces []string        // name globs; nil: every namespace
 	blocks     [][]byte        // PEM blocks
+	crl        []byte          // the issuer's CRL (PEM), when the hub keeps one (internal/revocation)
 }
 
 // entries are the hub's CAs with their scopes, sorted by issuer.
@@ -64,6 +66,18 @@ func (es entries) pem(clusterLabels labels.Set, namespace string) []byte {
 	return bytes.Join(blocks, nil)
 }
 
+// crls are the CRLs of the issuers scoped where pem is: one PEM block each,
+// sorted by issuer; nil when none has one.
+func (es entries) crls(clusterLabels labels.Set, namespace string) []byte {
+	var out []byte
+	for _, e := range es {
+		if len(e.crl) > 0 && e.clusters.Matches(clusterLabels) && matchesName(e.namespaces, namespace) {
+			out = append(out, e.crl...)
+		}
+	}
+	return out
+}
+
 // key is a canonical form of es, to tell a change.
 func (es entries) key() string {
 	var b strings.Builder
@@ -72,6 +86,7 @@ func (es entries) key() string {
 		for _, blk := range e.blocks {
 			b.Write(blk)
 		}
+		b.Write(e.crl)
 	}
 	return b.String()
 }
@@ -149,9 +164,10 @@ func (r *hubReconciler) setup(mgr manager.Manager) error {
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.namespace
 		}))).
-		// CA rotations' state (internal/rotation): which CAs a bundle holds.
+		// CA rotations' state (internal/rotation): which CAs a bundle holds;
+		// the CRLs the hub keeps (internal/revocation), published beside.
 		Watches(&corev1.ConfigMap{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.namespace && o.GetLabels()[hubapi.RotationStateLabel] == "true"
+			return o.GetNamespace() == r.namespace && (o.GetLabels()[hubapi.RotationStateLabel] == "true" || o.GetLabels()[hubapi.CRLLabel] == "true")
 		}))).
 		Complete(r)
 }
@@ -197,6 +213,7 @@ func collect(ctx context.Context, c client.Reader, namespace string, log logr.Lo
 		}
 		if len(e.blocks) > 0 {
 			slices.SortFunc(e.blocks, bytes.Compare)
+			e.crl = crlOf(ctx, c, namespace, iss.Name)
 			es = append(es, e)
 		}
 	}
@@ -228,6 +245,16 @@ func scope(iss *cmapi.ClusterIssuer, log logr.Logger) entry {
 		}
 	}
 	return e
+}
+
+// crlOf returns the CRL the hub keeps for issuer (PEM), nil when none.
+func crlOf(ctx context.Context, c client.Reader, namespace, issuer string) []byte {
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: revocation.CRLName(issuer)}, cm); err != nil ||
+		cm.Annotations[hubapi.CRLIssuerAnnotation] != issuer {
+		return nil
+	}
+	return []byte(cm.Data[revocation.CRLKey])
 }
 
 // caOf returns the CA certificates (DER) of the issuer's CA Secret name:

@@ -15,6 +15,8 @@
 //   - The bundle holds each CA ClusterIssuer's ca.crt (the root), or its
 //     tls.crt when ca.crt is empty; an issuer annotated
 //     certhub.io/trust-bundle: "false" is left out. Bundles never carry keys.
+//   - Beside the bundle, key CRLKey holds the CRLs the hub keeps for the
+//     CAs in it (internal/revocation), when any has revoked something.
 //   - Only ConfigMaps carrying ManagedLabel are written or deleted; a
 //     ConfigMap of the same name that certhub did not create is left alone
 //     and reported (Event on the Namespace, log line naming the cluster).

@@ -36,6 +36,9 @@ const (
 	DefaultConfigMapName = "certhub-ca-bundle"
 	// DefaultKey is the target's key holding the PEM bundle.
 	DefaultKey = "ca.crt"
+	// CRLKey holds, beside the bundle, the CRLs the hub keeps for the CAs
+	// in it (PEM, one per CA that revoked something; internal/revocation).
+	CRLKey = "crl.pem"
 	// ReasonNotManaged is the Event reason when a ConfigMap of the bundle's
 	// name exists and is not certhub's.
 	ReasonNotManaged = "TrustBundleConflict"
@@ -251,6 +254,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (re
 		cm := current[ns.Name]
 		pemBytes := es.pem(clusterLabels, ns.Name)
 		want := map[string]string{r.opts.Key: string(pemBytes)}
+		if crls := es.crls(clusterLabels, ns.Name); len(crls) > 0 {
+			want[CRLKey] = string(crls) // the CRLs of the CAs in the bundle, beside it
+		}
 		wanted := len(pemBytes) > 0 && ns.Status.Phase != corev1.NamespaceTerminating && r.opts.NamespaceSelector.Matches(labels.Set(ns.Labels))
 		switch {
 		case wanted && cm == nil:

@@ -23,6 +23,7 @@ import (
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/revocation"
+	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
@@ -154,6 +155,26 @@ func TestRevokeBySerial(t *testing.T) {
 	for _, e := range crl.RevokedCertificateEntries {
 		if e.SerialNumber.Cmp(old.SerialNumber) == 0 && e.ReasonCode != 1 {
 			t.Errorf("reason code %d, want 1 (keyCompromise)", e.ReasonCode)
+		}
+	}
+	// Published downstream beside the trust bundle, in every cluster.
+	for _, d := range env.Bed.Downstreams {
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+			cm := &corev1.ConfigMap{}
+			if err := d.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: trust.DefaultConfigMapName}, cm); err != nil {
+				return false, nil
+			}
+			last = cm.Data[trust.CRLKey]
+			b, _ := pem.Decode([]byte(last))
+			if b == nil {
+				return false, nil
+			}
+			published, err := x509.ParseRevocationList(b.Bytes)
+			return err == nil && listed(published, old.SerialNumber) && cm.Data[trust.DefaultKey] != "", nil
+		})
+		if err != nil {
+			t.Errorf("%s: the trust bundle ConfigMap never carried the CRL listing %X; last %q", d.Name, old.SerialNumber, last)
 		}
 	}
 	if !slices.Equal(fresh.CRLDistributionPoints, []string{cdp}) {

@@ -88,11 +88,11 @@ $(PROMTOOL):
 	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 .PHONY: test-unit
-test-unit: $(PROMTOOL) ## Unit tests (no API server), the alerts' rule tests (promtool); prints unit coverage of shard, certsync, inventory, policy, budget (each must be >= 70%)
+test-unit: $(PROMTOOL) ## Unit tests (no API server), the alerts' rule tests (promtool), the Grafana dashboard's checks; prints unit coverage of shard, certsync, inventory, policy, budget (each must be >= 70%)
 	@# Beside them, cert-manager's own certificate-shim tests on the module versions certhub links
 	@# (internal/shim runs that code; ~85 s, nearly all its test's waits, so it runs in parallel).
 	@log=$$(mktemp); $(GO) test $(GOTEST_FLAGS) $(CERTMANAGER_SHIM) > $$log 2>&1 & shim=$$!; \
-	  PROMTOOL=$(PROMTOOL) $(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/... ./test/alerts/...; rc=$$?; \
+	  PROMTOOL=$(PROMTOOL) $(GO) test -race $(GOTEST_FLAGS) ./cmd/... ./internal/... ./test/manifests/... ./test/alerts/... ./test/dashboard/...; rc=$$?; \
 	  wait $$shim; src=$$?; cat $$log; rm -f $$log; [ $$rc -eq 0 ] && [ $$src -eq 0 ]
 	@out=$$($(GO) test -count=1 -cover $(UNIT_COVERAGE_PKGS)); echo "$$out"; echo "$$out" | awk -v min=$(UNIT_COVERAGE_MIN) \
 	  '/coverage:/ { for (i = 1; i <= NF; i++) if ($$i == "coverage:") { c = $$(i+1); sub("%", "", c); if (c + 0 < min) { print "unit coverage of " $$2 " is " c "%, below " min "%"; bad = 1 } } } END { exit bad }'
@@ -166,6 +166,10 @@ $(CONTROLLER_GEN):
 generate: $(CONTROLLER_GEN) ## Deepcopy code and CRDs from internal/apis: kustomize/base/crds/ and the test bed's copy
 	$(CONTROLLER_GEN) object paths=./internal/apis/... crd:crdVersions=v1 output:crd:artifacts:config=kustomize/base/crds
 	cp kustomize/base/crds/certhub.io_*.yaml test/fixture/testbed/crds/certhub/
+
+.PHONY: dashboard
+dashboard: ## Write examples/grafana-dashboard.json from test/dashboard (grafana-foundation-sdk builders); make test checks it is current
+	$(GO) run ./test/dashboard/gen > examples/grafana-dashboard.json
 
 .PHONY: verify-generate
 verify-generate: $(CONTROLLER_GEN) ## Fail when the generated files are stale (make generate then rewrites them)

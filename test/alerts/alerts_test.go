@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/certhub/certhub/test/fixture"
 )
 
 // rules reads the PrometheusRule's groups, as Prometheus Operator hands
@@ -128,24 +129,8 @@ func TestEveryAlertIsTested(t *testing.T) {
 // defines (a metric renamed in the code would otherwise leave an alert
 // that never fires, and tests that still pass).
 func TestAlertsNameTheHubsMetrics(t *testing.T) {
-	quotedName, name := regexp.MustCompile(`"(certhub_[a-z0-9_]+)"`), regexp.MustCompile(`\b(certhub_[a-z0-9_]+)`)
-	defined := map[string]bool{}
-	err := filepath.WalkDir(filepath.Join("..", "..", "internal"), func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return err
-		}
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		for _, m := range quotedName.FindAllSubmatch(src, -1) {
-			defined[string(m[1])] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := regexp.MustCompile(`\b(certhub_[a-z0-9_]+)`)
+	defined := fixture.HubMetricNames(t, filepath.Join("..", ".."))
 	for _, f := range []string{filepath.Join("..", "..", "examples", "prometheusrule.yaml"), "rules_test.yaml"} {
 		raw, err := os.ReadFile(f)
 		if err != nil {

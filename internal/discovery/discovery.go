@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/fence"
@@ -211,8 +213,8 @@ func (d *Discoverer) run(ctx context.Context, name multicluster.ClusterName, cl 
 
 // watch is discovery in one cluster: a metadata-only watch of the
 // kubernetes.io/tls Secrets (in a cache of its own: the cluster's cache
-// holds certhub's Secrets only) and the cluster's Ingresses, feeding a
-// queue of Secrets to read.
+// holds certhub's Secrets only) and the cluster's Ingresses and Gateways,
+// feeding a queue of Secrets to read.
 type watch struct {
 	d      *Discoverer
 	name   multicluster.ClusterName
@@ -276,8 +278,25 @@ func (d *Discoverer) newWatch(ctx context.Context, name multicluster.ClusterName
 	}); err != nil {
 		return nil, fmt.Errorf("failed to watch Ingresses: %w", err)
 	}
+	if _, err := cl.GetRESTMapper().RESTMapping(gatewayGK, gwapi.GroupVersion.Version); err == nil {
+		gw, err := cl.GetCache().GetInformer(ctx, &gwapi.Gateway{})
+		if err != nil {
+			return nil, fmt.Errorf("failed to watch Gateways: %w", err)
+		}
+		if _, err := gw.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    w.gatewayChanged,
+			UpdateFunc: func(_, obj any) { w.gatewayChanged(obj) },
+			DeleteFunc: w.gatewayDeleted,
+		}); err != nil {
+			return nil, fmt.Errorf("failed to watch Gateways: %w", err)
+		}
+	}
 	return w, nil
 }
+
+// gatewayGK is Gateway API's Gateway; a cluster that serves it when it is
+// engaged has its Gateways' listener certificates discovered too.
+var gatewayGK = schema.GroupKind{Group: gwapi.GroupName, Kind: "Gateway"}
 
 // newQueue is a cluster's queue of Secrets to read.
 func newQueue() workqueue.TypedInterface[types.NamespacedName] {
@@ -396,6 +415,48 @@ func (w *watch) ingressChanged(obj any) {
 		}
 	}
 	w.setRefs(key, secrets)
+}
+
+// gatewayChanged records the Secrets a Gateway's listeners serve
+// (tls.certificateRefs of kind Secret, in the Gateway's namespace unless
+// the ref names another).
+func (w *watch) gatewayChanged(obj any) {
+	gw, ok := obj.(*gwapi.Gateway)
+	if !ok {
+		return
+	}
+	var secrets []types.NamespacedName
+	for _, l := range gw.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
+				continue
+			}
+			ns := gw.Namespace
+			if ref.Namespace != nil && *ref.Namespace != "" {
+				ns = string(*ref.Namespace)
+			}
+			secrets = append(secrets, types.NamespacedName{Namespace: ns, Name: string(ref.Name)})
+		}
+	}
+	w.setRefs(gatewayRef(gw), secrets)
+}
+
+func (w *watch) gatewayDeleted(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if gw, ok := obj.(*gwapi.Gateway); ok {
+		w.setRefs(gatewayRef(gw), nil)
+	}
+}
+
+// gatewayRef is a Gateway's key among the referrers (apart from an
+// Ingress of the same name).
+func gatewayRef(gw *gwapi.Gateway) types.NamespacedName {
+	return types.NamespacedName{Namespace: gw.Namespace, Name: "gateway/" + gw.Name}
 }
 
 func (w *watch) ingressDeleted(obj any) {

@@ -73,7 +73,8 @@ type Record struct {
 	KeyAlgorithm       string `json:"keyAlgorithm,omitempty"`
 	KeySize            int    `json:"keySize,omitempty"`
 	SignatureAlgorithm string `json:"signatureAlgorithm,omitempty"`
-	// Served: an Ingress in the cluster names the Secret in spec.tls.
+	// Served: an Ingress (spec.tls) or a Gateway listener (tls.certificateRefs)
+	// in the cluster names the Secret.
 	Served bool `json:"served,omitempty"`
 	// Problems are the flags that hold at the time of the report.
 	Problems []Problem `json:"problems,omitempty"`

@@ -14,7 +14,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapi "sigs.k8s.io/gateway-api/apis/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/app"
@@ -132,6 +134,20 @@ func TestDiscoveryFindsEveryTLSCertificate(t *testing.T) {
 		fixture.WithIssuer(cmmeta.IssuerReference{Name: "cm-ca", Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"}))
 	create(t, cm.Client, cmCrt)
 	fixture.WaitReady(t, cm.Client, client.ObjectKeyFromObject(cmCrt))
+	// It serves Gateway API: a Gateway's listener names an Opaque Secret.
+	if err := cm.InstallGatewayAPI(); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gwapi.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "billing", Name: "edge"}, Spec: gwapi.GatewaySpec{GatewayClassName: "example",
+		Listeners: []gwapi.Listener{{Name: "https", Port: 443, Protocol: gwapi.HTTPSProtocolType, Hostname: ptr.To(gwapi.Hostname("gw.billing.example.com")),
+			TLS: &gwapi.ListenerTLSConfig{CertificateRefs: []gwapi.SecretObjectReference{{Name: "gw-cert"}}}}}}}
+	create(t, cm.Client, fixture.TLSSecret(t, "billing", "gw-cert", fixture.WithSecretType(corev1.SecretTypeOpaque)))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		return cm.Client.Create(ctx, gw) == nil, nil // once the CRD is served
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := env.Bed.RegisterLabelled(ctx, cm, map[string]string{hubapi.ModeLabel: hubapi.ModeObserve}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +160,7 @@ func TestDiscoveryFindsEveryTLSCertificate(t *testing.T) {
 		{cluster: hand.Name, namespace: "edge", secret: "sha1", managed: discovery.ManagedByNone, key: "RSA-2048", problems: []discovery.Problem{discovery.ProblemSHA1Signature}},
 		{cluster: hand.Name, namespace: "edge", secret: "opaque", managed: discovery.ManagedByNone, key: "ECDSA-256"},
 		{cluster: cm.Name, namespace: "billing", secret: cmCrt.Spec.SecretName, managed: discovery.ManagedByCertManager, key: "ECDSA-256"},
+		{cluster: cm.Name, namespace: "billing", secret: "gw-cert", managed: discovery.ManagedByNone, key: "ECDSA-256"},
 	}
 	// The fixture's CA Secrets are TLS Secrets too: listed, not checked here.
 	var last app.DiscoveredStatus

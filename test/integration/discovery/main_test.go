@@ -2,7 +2,8 @@
 // the shipped downstream RBAC: three clusters hold a certhub-written, a
 // cert-manager-written (cert-manager's own controllers, test/fixture/
 // cmrunner) and hand-made TLS Secrets — an expired one that an Ingress
-// still serves, an RSA-1024 one, an Opaque one only an Ingress names — and
+// still serves, an RSA-1024 one, Opaque ones only an Ingress or a
+// Gateway names — and
 // `certhub status --discovered` and the metrics list each as what it is.
 package discovery
 

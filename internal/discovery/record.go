@@ -21,12 +21,12 @@ import (
 type Managed string
 
 const (
-	// ManagedByCerthub: the Secret carries certhub's ownership label.
+	// ManagedByCerthub means the Secret carries certhub's ownership label.
 	ManagedByCerthub Managed = "certhub"
-	// ManagedByCertManager: the Secret carries cert-manager's
+	// ManagedByCertManager means the Secret carries cert-manager's
 	// cert-manager.io/certificate-name annotation (and not certhub's label).
 	ManagedByCertManager Managed = "cert-manager"
-	// ManagedByNone: nobody renews it.
+	// ManagedByNone means nobody renews it.
 	ManagedByNone Managed = "none"
 )
 
@@ -34,15 +34,16 @@ const (
 type Problem string
 
 const (
-	// ProblemExpired: notAfter has passed.
+	// ProblemExpired means notAfter has passed.
 	ProblemExpired Problem = "Expired"
-	// ProblemExpiredServed: expired, and an Ingress still names the Secret.
+	// ProblemExpiredServed means expired, and an Ingress or a Gateway still
+	// names the Secret.
 	ProblemExpiredServed Problem = "ExpiredServed"
-	// ProblemWeakKey: an RSA key shorter than MinRSABits.
+	// ProblemWeakKey means an RSA key shorter than MinRSABits.
 	ProblemWeakKey Problem = "WeakKey"
-	// ProblemSHA1Signature: signed with SHA-1 (or MD5).
+	// ProblemSHA1Signature means signed with SHA-1 (or MD5).
 	ProblemSHA1Signature Problem = "SHA1Signature"
-	// ProblemUnparseable: the Secret's tls.crt holds no X.509 certificate.
+	// ProblemUnparseable means the Secret's tls.crt holds no X.509 certificate.
 	ProblemUnparseable Problem = "Unparseable"
 )
 

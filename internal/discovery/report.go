@@ -65,7 +65,7 @@ func SortByExpiry(rs []Record) {
 }
 
 // reportOf builds the report of records (at now).
-func reportOf(cluster string, records []Record, synced bool, max int) Report {
+func reportOf(cluster string, records []Record, synced bool, limit int) Report {
 	r := Report{Cluster: cluster, Synced: synced, Total: len(records)}
 	SortByExpiry(records)
 	for _, rec := range records {
@@ -80,9 +80,9 @@ func reportOf(cluster string, records []Record, synced bool, max int) Report {
 			r.Problems[p]++
 		}
 	}
-	if len(records) > max {
-		r.Truncated = len(records) - max
-		records = records[:max]
+	if len(records) > limit {
+		r.Truncated = len(records) - limit
+		records = records[:limit]
 	}
 	r.Certificates = records
 	return r

@@ -42,10 +42,14 @@ func series(title, desc, unit string, queries ...*prometheus.DataqueryBuilder) *
 
 // Build returns the dashboard: fleet expiry, renewal waves and the
 // budgets, rotation and revocation, and the health of every cluster.
-func Build() (dashboard.Dashboard, error) {
+//
+// The SDK marks the classic dashboard model deprecated in favour of
+// dashboardv2, which only Grafana 12's v2 API imports; the classic JSON is
+// what every Grafana (UI import, provisioning, grafana-operator) reads.
+func Build() (dashboard.Dashboard, error) { //nolint:staticcheck // the classic model on purpose (above)
 	const sel = `cluster=~"$cluster"`
-	return dashboard.NewDashboardBuilder("certhub: the fleet's certificates").
-		Uid(UID).
+	b := dashboard.NewDashboardBuilder("certhub: the fleet's certificates") //nolint:staticcheck // the classic model on purpose (above)
+	return b.Uid(UID).
 		Description("Every certificate in the fleet, whoever issued it: expiry by cluster, renewal waves and the issuance budgets, CA rotation and revocation progress, per-cluster health. Built with grafana-foundation-sdk by test/dashboard (make dashboard).").
 		Tags([]string{"certhub", "cert-manager", "tls"}).
 		Refresh("1m").

@@ -45,7 +45,7 @@ func TestDashboardQueriesTheHubsMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &sdk.Dashboard{}
+	d := &sdk.Dashboard{} //nolint:staticcheck // the classic model on purpose (Build)
 	if err := json.Unmarshal(raw, d); err != nil {
 		t.Fatalf("Grafana's dashboard types refuse %s: %v", shipped, err)
 	}

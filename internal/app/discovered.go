@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/inventory"
@@ -114,21 +112,8 @@ func collectDiscovered(ctx context.Context, hubc client.Reader, o statusOptions,
 
 // printDiscovered prints the discovered certificates.
 func printDiscovered(w io.Writer, s *DiscoveredStatus, output string, now time.Time) error {
-	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	case "yaml":
-		raw, err := yaml.Marshal(s)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(raw)
+	if done, err := printStructured(w, output, s); done {
 		return err
-	case "table", "":
-	default:
-		return fmt.Errorf("unknown output %q: use table, json or yaml", output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tNAMESPACE\tSECRET\tMANAGED\tEXPIRES\tNOT AFTER\tKEY\tISSUER\tNAMES\tPROBLEMS")

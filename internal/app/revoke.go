@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,10 +116,28 @@ func createRevocation(ctx context.Context, w io.Writer, hubc client.Client, rev 
 
 // printYAML writes obj as YAML.
 func printYAML(w io.Writer, obj any) error {
-	raw, err := yaml.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(raw)
+	_, err := printStructured(w, "yaml", obj)
 	return err
+}
+
+// printStructured writes v as output asks: json or yaml (done true), or
+// nothing for table ("" too), which the caller prints; an unknown output
+// is an error.
+func printStructured(w io.Writer, output string, v any) (done bool, err error) {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(v)
+	case "yaml":
+		raw, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(raw)
+		return true, err
+	case "table", "":
+		return false, nil
+	}
+	return true, fmt.Errorf("unknown output %q: use table, json or yaml", output)
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -427,21 +425,8 @@ func rotationLines(cms []corev1.ConfigMap) []string {
 }
 
 func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
-	switch o.output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	case "yaml":
-		raw, err := yaml.Marshal(rows)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(raw)
+	if done, err := printStructured(w, o.output, rows); done {
 		return err
-	case "table", "":
-	default:
-		return fmt.Errorf("unknown output %q: use table, json or yaml", o.output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	ts := func(t *time.Time) string {

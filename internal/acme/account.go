@@ -27,13 +27,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/certhub/certhub/internal/budget"
 )
 
 // Reasons of the ClusterIssuer's Ready condition and Events: cert-manager's own.
 const (
 	ReasonAccountRegistered = "ACMEAccountRegistered"
 	ReasonRegisterFailed    = "ErrRegisterACMEAccount"
-	ReasonInvalidConfig     = "InvalidConfig"
+	// ReasonBudgetHistoryUnknown (Warning Event on the ClusterIssuer): the
+	// account existed at the CA, the hub had no ledger; the budget starts
+	// empty and refills (budget.Ledger.StartUnknown).
+	ReasonBudgetHistoryUnknown = "ACMEBudgetHistoryUnknown"
+	ReasonInvalidConfig        = "InvalidConfig"
 )
 
 // DefaultAccountKeyField is the Secret key of the account key when
@@ -93,17 +99,33 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
-	got, err := ac.Register(reqCtx, acct, acmeapi.AcceptTOS)
-	uri := ""
+	// The key's account first (onlyReturnExisting): a hub rebuilt with its
+	// account key restored carries on with the same account, its orders and
+	// rate limits, and never creates another.
+	uri, found := "", false
+	got, err := ac.GetReg(reqCtx, "")
 	switch {
-	case errors.Is(err, acmeapi.ErrAccountAlreadyExists):
-		uri = string(ac.KID) // the key is registered already (another replica, or earlier)
-	case err != nil:
-		return ctrl.Result{}, r.fail(ctx, ci, ReasonRegisterFailed, fmt.Errorf("failed to register ACME account: %w", err))
+	case err == nil:
+		uri, found = got.URI, true
+	case !errors.Is(err, acmeapi.ErrNoAccount):
+		return ctrl.Result{}, r.fail(ctx, ci, ReasonRegisterFailed, fmt.Errorf("failed to look the ACME account up: %w", err))
 	default:
-		uri = got.URI
+		got, err = ac.Register(reqCtx, acct, acmeapi.AcceptTOS)
+		switch {
+		case errors.Is(err, acmeapi.ErrAccountAlreadyExists):
+			uri = string(ac.KID) // registered meanwhile (another replica)
+		case err != nil:
+			return ctrl.Result{}, r.fail(ctx, ci, ReasonRegisterFailed, fmt.Errorf("failed to register ACME account: %w", err))
+		default:
+			uri = got.URI
+		}
 	}
-	log.Info("ACME account registered", "uri", uri)
+	log.Info("ACME account ready", "uri", uri, "existing", found)
+	if found {
+		if err := r.historyUnknown(ctx, ci); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	next := ci.DeepCopy()
 	next.Status.ACME = &cmacme.ACMEIssuerStatus{URI: uri, LastRegisteredEmail: spec.Email, LastPrivateKeyHash: hash}
 	setReady(next, cmmeta.ConditionTrue, ReasonAccountRegistered, "The ACME account was registered with the ACME server")
@@ -111,9 +133,34 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("failed to update ClusterIssuer %s status: %w", ci.Name, err)
 	}
 	if !ready(ci) {
-		r.rec.Eventf(ci, nil, corev1.EventTypeNormal, ReasonAccountRegistered, "Register", "The ACME account was registered with the ACME server: %s", uri)
+		if found {
+			r.rec.Eventf(ci, nil, corev1.EventTypeNormal, ReasonAccountRegistered, "Register", "The ACME account of this key exists at the ACME server and is used again: %s", uri)
+		} else {
+			r.rec.Eventf(ci, nil, corev1.EventTypeNormal, ReasonAccountRegistered, "Register", "The ACME account was registered with the ACME server: %s", uri)
+		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// historyUnknown starts ci's budget ledger with its history unknown when
+// the account existed at the CA but the hub keeps no ledger (a hub rebuilt
+// without it): the CA still counts what was spent, so the buckets start
+// empty and refill at their rates, never full.
+func (r *accounts) historyUnknown(ctx context.Context, ci *cmapi.ClusterIssuer) error {
+	if lims, err := limits(ci); err != nil || lims == nil {
+		return nil // no budget to keep (an invalid one is reported where it is used)
+	}
+	l := budget.NewLedger(r.cl, r.live, client.ObjectKey{Namespace: r.opts.Namespace, Name: LedgerPrefix + ci.Name}, r.opts.Clock)
+	created, err := l.StartUnknown(ctx)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.FromContext(ctx).Info("ACME budget history unknown: the account exists at the CA and the hub keeps no ledger; every bucket starts empty and refills at its rate", "clusterissuer", ci.Name)
+		r.rec.Eventf(ci, nil, corev1.EventTypeWarning, ReasonBudgetHistoryUnknown, "Register",
+			"The ACME account exists at the CA but the hub keeps no budget ledger (a rebuilt hub?): the CA still counts what was spent, so every bucket starts empty and refills at its rate")
+	}
+	return nil
 }
 
 // accountKey reads the account key, creating it when absent.

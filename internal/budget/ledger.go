@@ -125,6 +125,34 @@ func NewLedger(c client.Client, live client.Reader, key client.ObjectKey, clk cl
 	return &Ledger{c: c, r: live, key: key, clock: clk}
 }
 
+// StartUnknown records, when no ledger exists, that what was spent before
+// now is unknown: the ledger is created with Since = now, so every bucket
+// starts empty and refills at its rate (full once its Period has passed).
+// A hub that finds its ACME account already at the CA but keeps no ledger
+// (rebuilt after a disaster) calls it: the CA still counts what the lost
+// ledger held. It reports whether it created the ledger; an existing one
+// is left as it is.
+func (l *Ledger) StartUnknown(ctx context.Context) (bool, error) {
+	if _, cm, err := l.read(ctx); err != nil || cm != nil {
+		return false, err
+	}
+	since := l.clock.Now().UTC().Truncate(time.Second)
+	raw, err := json.Marshal(LedgerData{Since: &since})
+	if err != nil {
+		return false, err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "certhub", hubapi.BudgetLabel: "ledger"}},
+		Data: map[string]string{LedgerKey: string(raw)}}
+	switch err := l.c.Create(ctx, cm); {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to create budget ledger %s: %w", l.key, err)
+	}
+	return true, nil
+}
+
 // ErrContended is returned when the ConfigMap kept changing under Take.
 var ErrContended = errors.New("budget ledger: too many concurrent updates")
 

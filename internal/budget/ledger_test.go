@@ -212,3 +212,28 @@ func TestLedgerIsSharedByConcurrentReplicas(t *testing.T) {
 		t.Errorf("ledger %+v (%v), want the orders bucket empty", d, err)
 	}
 }
+
+// A ledger started with its history unknown (a rebuilt hub whose account
+// the CA already knows) admits nothing until a token has refilled, and
+// StartUnknown never touches a ledger that exists.
+func TestStartUnknown(t *testing.T) {
+	ctx := context.Background()
+	l, clk := newTestLedger(t)
+	created, err := l.StartUnknown(ctx)
+	if err != nil || !created {
+		t.Fatalf("StartUnknown on no ledger: created %v, %v", created, err)
+	}
+	if wait, refused, _, err := l.Take(ctx, "a", Tenant{}, clk.Now().Add(time.Hour), []Draw{orders}); err != nil || refused != "orders" || wait < 19*time.Minute {
+		t.Fatalf("right after: wait %s refused %q (%v), want orders refused for ~20m", wait, refused, err)
+	}
+	clk.Step(20 * time.Minute)
+	if _, refused, _, err := l.Take(ctx, "a", Tenant{}, clk.Now().Add(time.Hour), []Draw{orders}); err != nil || refused != "" {
+		t.Fatalf("a token later: refused %q (%v)", refused, err)
+	}
+	if created, err := l.StartUnknown(ctx); err != nil || created {
+		t.Fatalf("StartUnknown on an existing ledger: created %v, %v", created, err)
+	}
+	if _, refused, _, err := l.Take(ctx, "b", Tenant{}, clk.Now().Add(time.Hour), []Draw{orders}); err != nil || refused != "orders" {
+		t.Fatalf("the existing ledger was reset: refused %q (%v)", refused, err)
+	}
+}

@@ -1,0 +1,146 @@
+package acme
+
+import (
+	"context"
+	"crypto/x509"
+	"syscall"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/acme"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/test/fixture"
+)
+
+// restorable strips what an API server set, so obj can be created in
+// another one (what applying its manifest from Git amounts to).
+func restorable[T client.Object](obj T) T {
+	obj.SetResourceVersion("")
+	obj.SetUID("")
+	obj.SetCreationTimestamp(metav1.Time{})
+	obj.SetManagedFields(nil)
+	obj.SetGeneration(0)
+	return obj
+}
+
+// A hub rebuilt from nothing — its API server and etcd destroyed, a new
+// empty one started — with its ACME account key restored (as External
+// Secrets would) and Git's ClusterIssuer and registrations applied,
+// carries on with the same account: it looks the key's account up first
+// (onlyReturnExisting), Pebble still holds one account, and nothing valid
+// is ordered again. Its budget ledger (orders=3/1h, 2 spent) was lost
+// with the hub: the rebuilt hub does not take it as full — new
+// Certificates wait (RateLimited) and no order reaches Pebble, where a
+// fresh budget would have let 3 more through within the hour.
+func TestRebuiltHubKeepsTheACMEAccount(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed := startIssuanceBed(ctx, t, 1)
+	ca := bed.CA
+	if err := bed.Hub.Client.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"), func(ci *cmapi.ClusterIssuer) {
+			metav1.SetMetaDataAnnotation(&ci.ObjectMeta, hubapi.ACMELimitsAnnotation, "orders=3/1h")
+		})); err != nil {
+		t.Fatal(err)
+	}
+	first := bed.runHub(t, "pebble")
+	cp := bed.Downstreams[0]
+	fixture.EnsureNamespace(t, cp.Client, "shop")
+	var crts []*cmapi.Certificate
+	for _, name := range []string{"web", "api"} {
+		crt := fixture.Certificate("shop", name, "pebble", fixture.WithNames("", "dr-"+name+"."+ca.Zone))
+		crt.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
+		if err := cp.Client.Create(ctx, crt); err != nil {
+			t.Fatal(err)
+		}
+		crts = append(crts, crt)
+	}
+	issued := map[string]*x509.Certificate{}
+	for _, crt := range crts {
+		fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+		issued[crt.Name] = leaf(t, cp, crt)
+	}
+	if got := ca.Count(); got.Accounts != 1 || got.Orders != 2 {
+		t.Fatalf("before the disaster Pebble holds %d accounts and %d orders, want 1 and 2", got.Accounts, got.Orders)
+	}
+
+	// What survives the hub: Git (the ClusterIssuer, the registrations) and
+	// the secret manager (the account key, the TSIG secret).
+	ci := &cmapi.ClusterIssuer{}
+	if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Name: "pebble"}, ci); err != nil {
+		t.Fatal(err)
+	}
+	ci.Status = cmapi.IssuerStatus{}
+	kept := []client.Object{restorable(ci)}
+	for _, name := range []string{"pebble-account", "tsig"} {
+		s := &corev1.Secret{}
+		if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: bed.HubNamespace(), Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, restorable(s))
+	}
+	regs := &corev1.SecretList{}
+	if err := bed.Hub.Client.List(ctx, regs, client.InNamespace(bed.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range regs.Items {
+		kept = append(kept, restorable(&regs.Items[i]))
+	}
+
+	if err := first.Stop(syscall.SIGKILL); err != nil {
+		t.Logf("stopping %s: %v", first, err)
+	}
+	if err := bed.RebuildHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range kept {
+		if err := bed.Hub.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("restoring %s: %v", obj.GetName(), err)
+		}
+	}
+	var err error
+	if bed.Kubeconfig, err = bed.Hub.WriteKubeconfig(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	second := bed.runHub(t, "pebble")
+	// The new replica has decided the Certificate (its metrics say Ready),
+	// then a quiet spell: nothing is ordered again.
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		m, err := second.Metrics(ctx)
+		return err == nil && m.Sum("certhub_certificate_ready_status", map[string]string{"condition": "True"}) == float64(len(crts)), nil
+	})
+	if err != nil {
+		t.Fatalf("the rebuilt hub never decided the Certificates Ready")
+	}
+	fixture.ExpectStable(t, cp.Client, crts, 5*time.Second, nil)
+	for _, crt := range crts {
+		if now := leaf(t, cp, crt); now.SerialNumber.Cmp(issued[crt.Name].SerialNumber) != 0 {
+			t.Errorf("%s: the valid certificate was issued again after the rebuild", crt.Name)
+		}
+	}
+	fixture.WaitEvent(t, bed.Hub.Client, "default", "pebble", acme.ReasonAccountRegistered, "exists at the ACME server and is used again")
+	fixture.WaitEvent(t, bed.Hub.Client, "default", "pebble", acme.ReasonBudgetHistoryUnknown, "every bucket starts empty")
+
+	// New Certificates wait for the budget to refill: none is ordered.
+	for _, name := range []string{"new-1", "new-2"} {
+		next := fixture.Certificate("shop", name, "pebble", fixture.WithNames("", "dr-"+name+"."+ca.Zone))
+		next.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
+		if err := cp.Client.Create(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(next), "Issuing=True/RateLimited", func(c *cmapi.Certificate) bool {
+			cond := fixture.Condition(c, cmapi.CertificateConditionIssuing)
+			return cond != nil && cond.Reason == acme.ReasonRateLimited
+		})
+	}
+	if got := ca.Count(); got.Accounts != 1 || got.Orders != 2 {
+		t.Errorf("after the rebuild Pebble holds %d accounts and %d orders, want 1 and 2 (the limit allows 1 more this hour)", got.Accounts, got.Orders)
+	}
+}

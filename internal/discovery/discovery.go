@@ -54,6 +54,10 @@ type Options struct {
 	// Namespaces returns the namespaces a namespace-scoped registration
 	// may read (nil: the whole cluster). Nil: every cluster is cluster-wide.
 	Namespaces func(name multicluster.ClusterName) []string
+	// MayRead says whether discovery may read Secrets' data in a cluster:
+	// false where keys must never reach the hub (certhub.io/mode external).
+	// Nil: everywhere.
+	MayRead func(name multicluster.ClusterName) bool
 	// ReadQPS and ReadBurst bound the Secret reads in each cluster; they
 	// have their own client-side limiter, apart from the issuing clients'.
 	// Default DefaultReadQPS, DefaultReadBurst.
@@ -203,6 +207,10 @@ func (d *Discoverer) states() map[multicluster.ClusterName]*clusterState {
 // run watches cl until ctx ends.
 func (d *Discoverer) run(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, st *clusterState) {
 	log := d.opts.Log.WithValues("cluster", name)
+	if d.opts.MayRead != nil && !d.opts.MayRead(name) {
+		log.V(1).Info("Discovery skips the cluster: its Secrets' data must not reach the hub")
+		return
+	}
 	w, err := d.newWatch(ctx, name, cl, st, log)
 	if err != nil {
 		log.Error(err, "Discovery could not start in the cluster")

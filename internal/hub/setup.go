@@ -321,7 +321,10 @@ func (h *Hub) setupDiscovery(*rest.Config) error {
 		return nil
 	}
 	d, err := discovery.New(discovery.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Fence: h.fence,
-		Namespaces: h.provider.Namespaces, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
+		Namespaces: h.provider.Namespaces, MayRead: func(name multicluster.ClusterName) bool {
+			mode, _ := migrate.ModeOf(h.provider.ClusterLabels(name))
+			return mode != migrate.External // keys stay in the cluster: not even discovery reads them
+		}, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("discovery")})
 	if err != nil {
 		return fmt.Errorf("failed to set up discovery: %w", err)

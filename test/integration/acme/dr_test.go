@@ -19,17 +19,6 @@ import (
 	"github.com/certhub/certhub/test/fixture"
 )
 
-// restorable strips what an API server set, so obj can be created in
-// another one (what applying its manifest from Git amounts to).
-func restorable[T client.Object](obj T) T {
-	obj.SetResourceVersion("")
-	obj.SetUID("")
-	obj.SetCreationTimestamp(metav1.Time{})
-	obj.SetManagedFields(nil)
-	obj.SetGeneration(0)
-	return obj
-}
-
 // A hub rebuilt from nothing — its API server and etcd destroyed, a new
 // empty one started — with its ACME account key restored (as External
 // Secrets would) and Git's ClusterIssuer and registrations applied,
@@ -78,20 +67,20 @@ func TestRebuiltHubKeepsTheACMEAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci.Status = cmapi.IssuerStatus{}
-	kept := []client.Object{restorable(ci)}
+	kept := []client.Object{fixture.Restorable(ci)}
 	for _, name := range []string{"pebble-account", "tsig"} {
 		s := &corev1.Secret{}
 		if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: bed.HubNamespace(), Name: name}, s); err != nil {
 			t.Fatal(err)
 		}
-		kept = append(kept, restorable(s))
+		kept = append(kept, fixture.Restorable(s))
 	}
 	regs := &corev1.SecretList{}
 	if err := bed.Hub.Client.List(ctx, regs, client.InNamespace(bed.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range regs.Items {
-		kept = append(kept, restorable(&regs.Items[i]))
+		kept = append(kept, fixture.Restorable(&regs.Items[i]))
 	}
 
 	if err := first.Stop(syscall.SIGKILL); err != nil {

@@ -18,7 +18,6 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,17 +43,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// restorable strips what an API server set, so obj can be created in
-// another one (what `kubectl apply` of a manifest from Git amounts to).
-func restorable[T client.Object](obj T) T {
-	obj.SetResourceVersion("")
-	obj.SetUID("")
-	obj.SetCreationTimestamp(metav1.Time{})
-	obj.SetManagedFields(nil)
-	obj.SetGeneration(0)
-	return obj
 }
 
 // readyOnReplica waits until r's metrics show n Certificates Ready: the
@@ -145,10 +133,10 @@ func TestHubRebuiltFromGitIssuesNothingAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	rebuilt := time.Now()
-	for _, obj := range append([]client.Object{restorable(caKeyPair), restorable(ci)}, func() []client.Object {
+	for _, obj := range append([]client.Object{fixture.Restorable(caKeyPair), fixture.Restorable(ci)}, func() []client.Object {
 		var out []client.Object
 		for _, s := range registrations {
-			out = append(out, restorable(s))
+			out = append(out, fixture.Restorable(s))
 		}
 		return out
 	}()...) {

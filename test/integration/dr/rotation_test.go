@@ -158,13 +158,13 @@ func TestRotationInterruptedByTheLossOfTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci.Status = cmapi.IssuerStatus{}
-	kept = append(kept, restorable(ci))
+	kept = append(kept, fixture.Restorable(ci))
 	for _, name := range []string{ci.Spec.CA.SecretName, issuer + "-next"} {
 		s := &corev1.Secret{}
 		if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: bed.HubNamespace(), Name: name}, s); err != nil {
 			t.Fatal(err)
 		}
-		kept = append(kept, restorable(s))
+		kept = append(kept, fixture.Restorable(s))
 	}
 	if err := first.Stop(syscall.SIGKILL); err != nil {
 		t.Logf("stopping %s: %v", first, err)
@@ -174,7 +174,7 @@ func TestRotationInterruptedByTheLossOfTheHub(t *testing.T) {
 	}
 	handshakes(t, certs) // the hub is gone: what is served still verifies
 	for _, obj := range kept {
-		if err := bed.Hub.Client.Create(ctx, restorable(obj)); err != nil {
+		if err := bed.Hub.Client.Create(ctx, fixture.Restorable(obj)); err != nil {
 			t.Fatalf("restoring %s: %v", obj.GetName(), err)
 		}
 	}

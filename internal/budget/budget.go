@@ -63,6 +63,31 @@ type Budget struct {
 type waiter struct {
 	tenant    Tenant
 	due, seen time.Time
+	lane      Lane
+}
+
+// Lane is how pressing an ask is. Every Urgent waiter is served before
+// any Routine one; within a lane, tenants share fairly. A Routine waiter
+// whose due time has passed is served as Urgent, so no flood of urgent
+// asks (a tenant can always make its own urgent, by deleting its Secrets)
+// holds another's renewals past their due time.
+type Lane int
+
+const (
+	// Routine: a certificate that still serves (a renewal, a spec change).
+	Routine Lane = iota
+	// Urgent: nothing valid is served — the Secret is missing, its
+	// certificate expired or unusable (a new or replacement cluster, a
+	// restore, a revocation).
+	Urgent
+)
+
+// laneAt is w's lane at now.
+func (w waiter) laneAt(now time.Time) Lane {
+	if w.lane == Routine && !now.Before(w.due) {
+		return Urgent
+	}
+	return w.lane
 }
 
 // New returns a Budget; its bucket starts full.
@@ -86,9 +111,9 @@ func (b *Budget) rate() float64 {
 }
 
 // Admit asks for one issuance of key, for tenant, which must be done by
-// due. It returns 0 when admitted (a token is taken), else how long to
-// wait before asking again.
-func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
+// due, in lane. It returns 0 when admitted (a token is taken), else how
+// long to wait before asking again.
+func (b *Budget) Admit(key string, tenant Tenant, due time.Time, lane Lane) time.Duration {
 	if b.opts.Rate <= 0 {
 		return 0
 	}
@@ -112,12 +137,13 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 			delete(b.waiting, k)
 			continue
 		}
-		ws = append(ws, queued{key: k, tenant: w.tenant, due: w.due})
+		ws = append(ws, queued{key: k, tenant: w.tenant, due: w.due, lane: w.laneAt(now)})
 		if k != key {
 			backlog[keyOf(w.tenant)]++
 		}
 	}
-	q := queued{key: key, tenant: tenant, due: due}
+	me := waiter{tenant: tenant, due: due, seen: now, lane: lane}
+	q := queued{key: key, tenant: tenant, due: due, lane: me.laneAt(now)}
 	aheadOf := b.fair.ahead(ws, q)
 	ahead, usable := len(aheadOf), b.tokens-b.reserve(rate)
 	if backlog[keyOf(tenant)] == 0 {
@@ -136,7 +162,7 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time) time.Duration {
 		delete(b.waiting, key)
 		return 0
 	}
-	b.waiting[key] = waiter{tenant: tenant, due: due, seen: now}
+	b.waiting[key] = me
 	if rate <= 0 {
 		return MaxWait
 	}

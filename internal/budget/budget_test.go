@@ -52,7 +52,7 @@ func TestAdmit(t *testing.T) {
 			b := New(tc.opts)
 			for i, s := range tc.steps {
 				clk.SetTime(t0.Add(s.at))
-				if got := b.Admit(s.key, Tenant{Cluster: "east", Namespace: "shop"}, s.due); got != s.want {
+				if got := b.Admit(s.key, Tenant{Cluster: "east", Namespace: "shop"}, s.due, Routine); got != s.want {
 					t.Fatalf("step %d (%s at +%s): wait %s, want %s", i, s.key, s.at, got, s.want)
 				}
 			}
@@ -78,7 +78,7 @@ func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
 			if now.Before(at) {
 				continue
 			}
-			if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "shop"}, due[k]); w == 0 {
+			if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "shop"}, due[k], Routine); w == 0 {
 				order = append(order, k)
 				delete(next, k)
 			} else {
@@ -124,7 +124,7 @@ func TestReserveLeavesALowRateBacklogItsRate(t *testing.T) {
 					if now.Before(at) {
 						continue
 					}
-					if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "budget"}, t0.Add(time.Hour)); w == 0 {
+					if w := b.Admit(k, Tenant{Cluster: "east", Namespace: "budget"}, t0.Add(time.Hour), Routine); w == 0 {
 						admitted++
 						delete(next, k)
 					} else {
@@ -178,7 +178,7 @@ func TestReserveServesAQuietTenantAtOnce(t *testing.T) {
 				clk.SetTime(now)
 				if now.Equal(t0.Add(2 * time.Second)) {
 					for i := range 10 {
-						if b.Admit(fmt.Sprintf("quiet-%d", i), quiet, due) == 0 {
+						if b.Admit(fmt.Sprintf("quiet-%d", i), quiet, due, Routine) == 0 {
 							quietAtOnce++
 						}
 					}
@@ -187,7 +187,7 @@ func TestReserveServesAQuietTenantAtOnce(t *testing.T) {
 					if now.Before(at) {
 						continue
 					}
-					if w := b.Admit(k, flood, due); w == 0 {
+					if w := b.Admit(k, flood, due, Routine); w == 0 {
 						admitted++
 						delete(next, k)
 					} else {

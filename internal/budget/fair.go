@@ -42,6 +42,7 @@ type queued struct {
 	key    string
 	tenant Tenant
 	due    time.Time
+	lane   Lane
 }
 
 // MaxTenantTags bounds the tenants Fairness remembers.
@@ -103,7 +104,8 @@ func (f *Fairness) starts(all []queued) []float64 {
 }
 
 // ahead returns the keys of the waiters of ws served before q (q itself,
-// if in ws, is skipped).
+// if in ws, is skipped): those of a more pressing lane, then those of
+// q's lane by fair queuing.
 func (f *Fairness) ahead(ws []queued, q queued) []string {
 	if len(ws) == 0 {
 		return nil
@@ -119,6 +121,12 @@ func (f *Fairness) ahead(ws []queued, q queued) []string {
 	mine := start[len(all)-1]
 	var out []string
 	for i, w := range all[:len(all)-1] {
+		if w.lane != q.lane {
+			if w.lane > q.lane {
+				out = append(out, w.key)
+			}
+			continue
+		}
 		if start[i] < mine || (start[i] == mine && (w.due.Before(q.due) || (w.due.Equal(q.due) && w.key < q.key))) {
 			out = append(out, w.key)
 		}

@@ -87,7 +87,7 @@ func TestBudgetSharesFairly(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0)
 			b := New(Options{Rate: 5, Clock: clk})
 			as := tenants(clk, tc.flood, tc.quiet, 400, 10)
-			order := simulate(t, clk, 10*time.Millisecond, time.Minute, as, func(a *asker) time.Duration { return b.Admit(a.key, a.tenant, a.due) })
+			order := simulate(t, clk, 10*time.Millisecond, time.Minute, as, func(a *asker) time.Duration { return b.Admit(a.key, a.tenant, a.due, Routine) })
 			if n := lastQuiet(order, tc.quiet); n == 0 || n > tc.within {
 				t.Errorf("the quiet tenant's last admission is #%d, want within the first %d", n, tc.within)
 			}
@@ -127,5 +127,46 @@ func TestLedgerSharesFairly(t *testing.T) {
 	})
 	if n := lastQuiet(order, quiet); n == 0 || n > 11 {
 		t.Errorf("the quiet tenant's last order is #%d of %d, want within the first 11", n, len(order))
+	}
+}
+
+// Lanes: every urgent ask goes before any routine one, and a routine ask
+// past its due time is urgent. A replacement cluster's 10 missing
+// certificates are admitted first beside another cluster's backlog of
+// renewals; a flood of urgent asks holds a renewal back only until it is
+// due, then shares fairly with it.
+func TestUrgentLaneGoesFirst(t *testing.T) {
+	renewals, replacement := Tenant{Cluster: "east", Namespace: "shop"}, Tenant{Cluster: "west", Namespace: "shop"}
+	cases := []struct {
+		name                    string
+		backlogLane, quietLane  Lane
+		backlogDue, quietDue    time.Duration
+		quietWithin, quietAfter int // the other tenant's last admission is #quietAfter < n ≤ #quietWithin
+	}{
+		// The first token goes to the backlog, which asks before the others arrive.
+		{"urgent beside routine renewals", Routine, Urgent, time.Hour, time.Hour, 11, 0},
+		{"routine beside routine renewals (fair share, the old order)", Routine, Routine, time.Hour, time.Hour, 21, 10},
+		{"routine renewals beside an urgent flood wait while not due", Urgent, Routine, time.Hour, time.Hour, 410, 400},
+		{"a renewal past due shares fairly with an urgent flood", Urgent, Routine, time.Hour, 2 * time.Second, 40, 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(t0)
+			b := New(Options{Rate: 5, Clock: clk})
+			var as []*asker
+			lanes := map[*asker]Lane{}
+			for i := range 400 {
+				a := &asker{key: fmt.Sprintf("backlog-%03d", i), tenant: renewals, due: t0.Add(tc.backlogDue), next: t0}
+				as, lanes[a] = append(as, a), tc.backlogLane
+			}
+			for i := range 10 {
+				a := &asker{key: fmt.Sprintf("quiet-%02d", i), tenant: replacement, due: t0.Add(tc.quietDue), next: t0}
+				as, lanes[a] = append(as, a), tc.quietLane
+			}
+			order := simulate(t, clk, 10*time.Millisecond, 2*time.Minute, as, func(a *asker) time.Duration { return b.Admit(a.key, a.tenant, a.due, lanes[a]) })
+			if n := lastQuiet(order, replacement); n <= tc.quietAfter || n > tc.quietWithin {
+				t.Errorf("the other tenant's last admission is #%d of %d, want in (%d, %d]", n, len(order), tc.quietAfter, tc.quietWithin)
+			}
+		})
 	}
 }

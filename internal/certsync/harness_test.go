@@ -195,11 +195,13 @@ type fakeBudget struct {
 	open   bool
 	wait   time.Duration
 	asked  []time.Time
+	lanes  []budget.Lane
 	forgot []string
 }
 
-func (b *fakeBudget) Admit(_ string, _ budget.Tenant, due time.Time) time.Duration {
+func (b *fakeBudget) Admit(_ string, _ budget.Tenant, due time.Time, lane budget.Lane) time.Duration {
 	b.asked = append(b.asked, due)
+	b.lanes = append(b.lanes, lane)
 	if b.open {
 		return 0
 	}

@@ -173,7 +173,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return r.issue(ctx, t, in.secret, d.state, in.passwords, g.record)
 	}
 	if r.opts.Budget != nil {
-		if wait := r.opts.Budget.Admit(budgetKey(t), budget.Tenant{Cluster: string(t.name), Namespace: crt.Namespace}, r.budgetDue(crt, d.state)); wait > 0 {
+		if wait := r.opts.Budget.Admit(budgetKey(t), budget.Tenant{Cluster: string(t.name), Namespace: crt.Namespace}, r.budgetDue(crt, d.state), budgetLane(d.reason, d.state, now)); wait > 0 {
 			return r.waitForBudget(ctx, t, wait, d.reason)
 		}
 	}
@@ -281,6 +281,22 @@ func budgetKey(t *target) string {
 // budgetDue is when crt must be issued at the latest: with a valid
 // certificate, its renewal time + MaxBudgetDelay of the rest of its life;
 // without one, soon after the Certificate was created.
+// budgetLane is budget.Urgent when the Secret serves nothing valid — it
+// is missing, unusable or expired, or the certificate is revoked — and
+// budget.Routine when a valid certificate waits for its renewal or a spec
+// change: a replacement or restored cluster is issued ahead of the
+// fleet's renewals (docs/operations.md, "Disaster recovery").
+func budgetLane(reason string, st *secretState, now time.Time) budget.Lane {
+	if st == nil || st.cert == nil || st.key == nil || now.Before(st.cert.NotBefore) || !now.Before(st.cert.NotAfter) {
+		return budget.Urgent
+	}
+	switch reason {
+	case ReasonDoesNotExist, ReasonMissingData, ReasonInvalidCertificate, ReasonInvalidKey, ReasonKeyMismatch, ReasonExpired, ReasonRevocation:
+		return budget.Urgent
+	}
+	return budget.Routine
+}
+
 func (r *reconciler) budgetDue(crt *cmapi.Certificate, st *secretState) time.Time {
 	if st != nil && st.cert != nil {
 		if rt, err := renewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && rt != nil && st.cert.NotAfter.After(rt.Time) {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -365,8 +366,8 @@ func TestReconcileWaitsForTheBudget(t *testing.T) {
 	if res.RequeueAfter != b.wait || h.secret("web-tls") != nil || issuing == nil || issuing.Status != cmmeta.ConditionTrue || issuing.Reason != ReasonRateLimited {
 		t.Fatalf("held back: requeue %s, Issuing %+v, Secret written %v", res.RequeueAfter, issuing, h.secret("web-tls") != nil)
 	}
-	if want := got.CreationTimestamp.Add(newCertificateBudgetDelay); !b.asked[0].Equal(want) {
-		t.Errorf("a new Certificate asked with due %s, want creation + %s", b.asked[0], newCertificateBudgetDelay)
+	if want := got.CreationTimestamp.Add(newCertificateBudgetDelay); !b.asked[0].Equal(want) || b.lanes[0] != budget.Urgent {
+		t.Errorf("a new Certificate asked with due %s in lane %v, want creation + %s, urgent (it has no Secret)", b.asked[0], b.lanes[0], newCertificateBudgetDelay)
 	}
 	rv := got.ResourceVersion
 	h.reconcile("web") // still waiting: nothing written again
@@ -389,8 +390,16 @@ func TestReconcileWaitsForTheBudget(t *testing.T) {
 	b.open = false
 	h.reconcile("web")
 	rt, na := got.Status.RenewalTime.Time, got.Status.NotAfter.Time
-	if want := rt.Add(na.Sub(rt) / 2); len(b.asked) != 1 || !b.asked[0].Equal(want) {
-		t.Errorf("renewal asked with due %v, want %s", b.asked, want)
+	if want := rt.Add(na.Sub(rt) / 2); len(b.asked) != 1 || !b.asked[0].Equal(want) || b.lanes[len(b.lanes)-1] != budget.Routine {
+		t.Errorf("renewal asked with due %v in lanes %v, want %s, routine (the certificate still serves)", b.asked, b.lanes, want)
+	}
+	// The Secret lost (a replacement cluster, a restore): urgent again.
+	if err := h.c.Delete(context.Background(), h.secret("web-tls")); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("web")
+	if l := b.lanes[len(b.lanes)-1]; l != budget.Urgent {
+		t.Errorf("its Secret deleted, the Certificate asked in lane %v, want urgent", l)
 	}
 }
 

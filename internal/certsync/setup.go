@@ -98,8 +98,9 @@ type Revocation interface {
 // namespace. *budget.Budget implements it.
 type Budget interface {
 	// Admit returns 0 when key, of tenant, may be issued now, else how
-	// long to wait; due is when it must be issued at the latest.
-	Admit(key string, tenant budget.Tenant, due time.Time) time.Duration
+	// long to wait; due is when it must be issued at the latest, lane how
+	// pressing it is (budget.Urgent when nothing valid is served).
+	Admit(key string, tenant budget.Tenant, due time.Time, lane budget.Lane) time.Duration
 	// Forget says key no longer waits.
 	Forget(key string)
 }

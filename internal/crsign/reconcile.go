@@ -192,7 +192,8 @@ func (r *reconciler) admit(name multicluster.ClusterName, cr *cmapi.CertificateR
 		return 0
 	}
 	key := string(name) + "/" + cr.Namespace + "/certificaterequest/" + cr.Name
-	wait := b.Admit(key, budget.Tenant{Cluster: string(name), Namespace: cr.Namespace}, cr.CreationTimestamp.Time)
+	// Urgent: a request is a signature someone waits for now.
+	wait := b.Admit(key, budget.Tenant{Cluster: string(name), Namespace: cr.Namespace}, cr.CreationTimestamp.Time, budget.Urgent)
 	if wait > 0 && apiutil.CertificateRequestReadyReason(cr) != cmapi.CertificateRequestReasonPending {
 		rep.Pending(cr, nil, ReasonRateLimited, "Waiting for the hub's issuance budget (--issuance-rate)")
 	}

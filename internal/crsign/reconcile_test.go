@@ -118,7 +118,7 @@ func (p fakePolicy) Evaluate(string, *cmapi.Certificate, *x509.Certificate) (pol
 
 type fakeBudget struct{ wait time.Duration }
 
-func (b fakeBudget) Admit(string, budget.Tenant, time.Time) time.Duration { return b.wait }
+func (b fakeBudget) Admit(string, budget.Tenant, time.Time, budget.Lane) time.Duration { return b.wait }
 
 // notOwner owns nothing.
 type notOwner struct{}

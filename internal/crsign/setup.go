@@ -51,7 +51,7 @@ type Policy interface {
 
 // Budget admits issuances at the hub's --issuance-rate (*budget.Budget).
 type Budget interface {
-	Admit(key string, tenant budget.Tenant, due time.Time) time.Duration
+	Admit(key string, tenant budget.Tenant, due time.Time, lane budget.Lane) time.Duration
 }
 
 // Modes tells when a cluster's requests may be signed again (its mode

@@ -75,6 +75,7 @@ var flagGroups = []struct {
 	{"Trust bundles", []string{"trust-bundle-"}},
 	{"CA rotation", []string{"rotation-"}},
 	{"Discovery", []string{"discovery-"}},
+	{"DR pairs", []string{"standby-pair-"}},
 	{"Revocation", []string{"revocation-", "crl-"}},
 	{"Ingress and Gateway shims", []string{"default-issuer-", "auto-certificate-annotations"}},
 	{"Logging", []string{"zap-"}},

@@ -219,7 +219,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 	h := &Hub{opts: o, scheme: scheme}
 	for _, setup := range []func(*rest.Config) error{
 		h.setupInventory, h.setupManager, h.setupMigration, h.setupACME, h.setupPolicy, h.setupRotation,
-		h.setupRevocation, h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupHealth,
+		h.setupRevocation, h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupStandby, h.setupHealth,
 	} {
 		if err := setup(cfg); err != nil {
 			return nil, err

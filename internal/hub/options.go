@@ -20,6 +20,7 @@ import (
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/standby"
 	"github.com/certhub/certhub/internal/trust"
 )
 
@@ -100,6 +101,12 @@ type Options struct {
 	DiscoveryReadQPS        float64
 	DiscoveryMaxSeries      int
 	DiscoveryReportInterval time.Duration
+	// StandbyPairs keeps every DR standby cluster (certhub.io/standby-for
+	// on its Secret) issued for its primary's Certificates
+	// (internal/standby), looking at each pair every StandbyPairInterval.
+	// Defaults: true, standby.DefaultInterval.
+	StandbyPairs        bool
+	StandbyPairInterval time.Duration
 	// RevocationInterval is how often each CertificateRevocation in
 	// progress is looked at in every cluster; CRLBindAddress serves the CA
 	// ClusterIssuers' CRLs over HTTP at /crl/<issuer> ("" or "0", the
@@ -204,6 +211,8 @@ func NewOptions() *Options {
 		DiscoveryReadQPS:           discovery.DefaultReadQPS,
 		DiscoveryMaxSeries:         discovery.DefaultMaxSeries,
 		DiscoveryReportInterval:    discovery.DefaultReportInterval,
+		StandbyPairs:               true,
+		StandbyPairInterval:        standby.DefaultInterval,
 		RevocationInterval:         revocation.DefaultInterval,
 		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
@@ -263,6 +272,9 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.TrustBundleNamespaces); err != nil {
 		errs = append(errs, fmt.Errorf("--trust-bundle-namespaces: %w", err))
 	}
+	if o.StandbyPairInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--standby-pair-interval (%s) must be positive", o.StandbyPairInterval))
+	}
 	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 || o.DiscoveryReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v), --discovery-max-series (%d) and --discovery-report-interval (%s) must be positive",
 			o.DiscoveryReadQPS, o.DiscoveryMaxSeries, o.DiscoveryReportInterval))
@@ -302,10 +314,11 @@ const (
 	ControllerIngressShim  = "ingress-shim"
 	ControllerGatewayShim  = "gateway-shim"
 	ControllerDiscovery    = "discovery"
+	ControllerStandbyPairs = "standby-pairs"
 )
 
 // OptionalControllers are the controllers --controllers can turn off.
-var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim, ControllerDiscovery}
+var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim, ControllerDiscovery, ControllerStandbyPairs}
 
 // Complete resolves what the flags leave open: the replica's identity
 // ($POD_NAME, then the hostname) and --controllers into the controller
@@ -317,7 +330,7 @@ func (o *Options) Complete() error {
 		return err
 	}
 	o.TrustBundles, o.IngressShim, o.GatewayShim = on[ControllerTrustBundles], on[ControllerIngressShim], on[ControllerGatewayShim]
-	o.Discovery = on[ControllerDiscovery]
+	o.Discovery, o.StandbyPairs = on[ControllerDiscovery], on[ControllerStandbyPairs]
 	return nil
 }
 

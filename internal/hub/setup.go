@@ -34,6 +34,7 @@ import (
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shim"
+	"github.com/certhub/certhub/internal/standby"
 	"github.com/certhub/certhub/internal/trust"
 )
 
@@ -330,4 +331,20 @@ func (h *Hub) setupDiscovery(*rest.Config) error {
 		return fmt.Errorf("failed to set up discovery: %w", err)
 	}
 	return h.mgr.Add(d)
+}
+
+// setupStandby keeps the DR pairs' standby clusters issued for their
+// primaries' Certificates, when on.
+func (h *Hub) setupStandby(*rest.Config) error {
+	o := h.opts
+	if !o.StandbyPairs {
+		return nil
+	}
+	p, err := standby.New(standby.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Clusters: h.provider.Clusters,
+		Registration: h.provider.SecretOf, Fence: h.fence, WriteFence: h.writeFence(), Interval: o.StandbyPairInterval,
+		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("standby")})
+	if err != nil {
+		return fmt.Errorf("failed to set up the DR pairs: %w", err)
+	}
+	return h.mgr.Add(p)
 }

@@ -27,6 +27,16 @@ const (
 	// change and clusters are listed by mode (-l certhub.io/mode=observe).
 	// Any other value is read as ModeObserve: a typo never writes.
 	ModeLabel = KeyPrefix + "mode"
+	// StandbyForLabel makes the cluster a DR standby of the named primary
+	// cluster (internal/standby): every Certificate of the primary — or
+	// those StandbySelectorAnnotation selects — is also issued here
+	// before any failover.
+	StandbyForLabel = KeyPrefix + "standby-for"
+	// StandbySelectorAnnotation on a standby's Secret is a label selector
+	// (kubectl syntax) over the primary's Certificates' labels: only
+	// those it selects are mirrored. Unset: all. One that does not parse
+	// selects none (reported), so a typo narrows, never widens.
+	StandbySelectorAnnotation = KeyPrefix + "standby-selector"
 )
 
 // ModeLabel's values.
@@ -100,6 +110,15 @@ const (
 	RequestHashAnnotation = KeyPrefix + "request-hash"
 )
 
+// On downstream Certificates.
+const (
+	// StandbyMirrorLabel ("true") marks the Certificates certhub created in
+	// a standby cluster from its primary's; only those are ever updated or
+	// deleted there. StandbyOfAnnotation names the primary.
+	StandbyMirrorLabel  = KeyPrefix + "standby-mirror"
+	StandbyOfAnnotation = KeyPrefix + "standby-of"
+)
+
 // On downstream ConfigMaps.
 const (
 	// TrustBundleLabel marks the trust bundle ConfigMaps certhub writes
@@ -130,6 +149,11 @@ const (
 	// (ConfigMaps certhub-discovered-<cluster>: every TLS certificate
 	// found in the cluster, whoever wrote it), value "true".
 	DiscoveryReportLabel = KeyPrefix + "discovery-report"
+	// StandbySourceLabel and StandbyStatusLabel mark the DR pairs'
+	// ConfigMaps (value "true"): certhub-standby-source-<primary> (the
+	// primary's Certificates) and certhub-standby-<standby> (its readiness).
+	StandbySourceLabel = KeyPrefix + "standby-source"
+	StandbyStatusLabel = KeyPrefix + "standby-status"
 	// CRLLabel marks the CRL ConfigMaps the hub keeps per CA ClusterIssuer
 	// (certhub-crl-<issuer>, value "true"); CRLIssuerAnnotation names the issuer.
 	CRLLabel            = KeyPrefix + "crl"

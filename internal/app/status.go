@@ -96,6 +96,8 @@ type statusOptions struct {
 	// managed and sorted by sort.
 	discovered    bool
 	managed, sort string
+	// standbys lists the DR pairs instead (internal/standby).
+	standbys bool
 }
 
 func newStatusCommand() *cobra.Command {
@@ -112,7 +114,12 @@ one row per cluster. --cluster lists that cluster's Certificates like
 --discovered lists every TLS certificate found downstream instead, whoever
 wrote it (certhub, cert-manager, or nobody: managed none), from the reports
 the replicas keep in the hub: expiry, key, issuer, names and problems
-(Expired, ExpiredServed, WeakKey, SHA1Signature, Unparseable).`,
+(Expired, ExpiredServed, WeakKey, SHA1Signature, Unparseable).
+
+--standbys lists the DR pairs (a cluster Secret labelled
+certhub.io/standby-for=<primary>): whether each standby holds a ready
+certificate for every selected Certificate of its primary, and (with
+--cluster <standby>) the ones it does not, with the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadHubConfig(o.kubeconfig)
@@ -121,6 +128,9 @@ the replicas keep in the hub: expiry, key, issuer, names and problems
 			}
 			if o.discovered {
 				return runDiscovered(cmd.Context(), cmd.OutOrStdout(), cfg, o)
+			}
+			if o.standbys {
+				return runStandbys(cmd.Context(), cmd.OutOrStdout(), cfg, o)
 			}
 			rows, err := collectStatus(cmd.Context(), cfg, o)
 			if err != nil {
@@ -146,6 +156,7 @@ the replicas keep in the hub: expiry, key, issuer, names and problems
 	f.StringVar(&o.cluster, "cluster", o.cluster, "Show this cluster's Certificates")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "Per-cluster timeout for reaching downstream API servers")
 	f.BoolVar(&o.discovered, "discovered", false, "List every TLS certificate discovery found downstream (certhub's, cert-manager's and unmanaged ones)")
+	f.BoolVar(&o.standbys, "standbys", false, "List the DR pairs: whether each standby cluster is ready to take over its primary's certificates")
 	f.StringVar(&o.managed, "managed", o.managed, "With --discovered: all, managed (certhub or cert-manager), unmanaged, certhub, cert-manager or none")
 	f.StringVar(&o.sort, "sort", o.sort, "With --discovered: expiry (soonest first) or cluster")
 	f.BoolVar(&o.allowExec, "allow-exec", false, "Run the exec credential plugins registrations name (a cluster Secret's writer chooses the program); without it such clusters are listed as "+StateExecSkipped)

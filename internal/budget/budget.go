@@ -74,9 +74,9 @@ type waiter struct {
 type Lane int
 
 const (
-	// Routine: a certificate that still serves (a renewal, a spec change).
+	// Routine is a certificate that still serves (a renewal, a spec change).
 	Routine Lane = iota
-	// Urgent: nothing valid is served — the Secret is missing, its
+	// Urgent is one with nothing valid served — the Secret missing, its
 	// certificate expired or unusable (a new or replacement cluster, a
 	// restore, a revocation).
 	Urgent

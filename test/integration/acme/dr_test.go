@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -17,6 +18,8 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
 )
 
 // A hub rebuilt from nothing — its API server and etcd destroyed, a new
@@ -60,48 +63,11 @@ func TestRebuiltHubKeepsTheACMEAccount(t *testing.T) {
 		t.Fatalf("before the disaster Pebble holds %d accounts and %d orders, want 1 and 2", got.Accounts, got.Orders)
 	}
 
-	// What survives the hub: Git (the ClusterIssuer, the registrations) and
-	// the secret manager (the account key, the TSIG secret).
-	ci := &cmapi.ClusterIssuer{}
-	if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Name: "pebble"}, ci); err != nil {
-		t.Fatal(err)
-	}
-	ci.Status = cmapi.IssuerStatus{}
-	kept := []client.Object{fixture.Restorable(ci)}
-	for _, name := range []string{"pebble-account", "tsig"} {
-		s := &corev1.Secret{}
-		if err := bed.Hub.Client.Get(ctx, client.ObjectKey{Namespace: bed.HubNamespace(), Name: name}, s); err != nil {
-			t.Fatal(err)
-		}
-		kept = append(kept, fixture.Restorable(s))
-	}
-	regs := &corev1.SecretList{}
-	if err := bed.Hub.Client.List(ctx, regs, client.InNamespace(bed.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range regs.Items {
-		kept = append(kept, fixture.Restorable(&regs.Items[i]))
-	}
-
-	if err := first.Stop(syscall.SIGKILL); err != nil {
-		t.Logf("stopping %s: %v", first, err)
-	}
-	if err := bed.RebuildHub(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range kept {
-		if err := bed.Hub.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("restoring %s: %v", obj.GetName(), err)
-		}
-	}
-	var err error
-	if bed.Kubeconfig, err = bed.Hub.WriteKubeconfig(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
+	bed.loseAndRebuildHub(ctx, t, first, "pebble", "pebble-account", "tsig")
 	second := bed.runHub(t, "pebble")
 	// The new replica has decided the Certificate (its metrics say Ready),
 	// then a quiet spell: nothing is ordered again.
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		m, err := second.Metrics(ctx)
 		return err == nil && m.Sum("certhub_certificate_ready_status", map[string]string{"condition": "True"}) == float64(len(crts)), nil
 	})
@@ -132,4 +98,128 @@ func TestRebuiltHubKeepsTheACMEAccount(t *testing.T) {
 	if got := ca.Count(); got.Accounts != 1 || got.Orders != 2 {
 		t.Errorf("after the rebuild Pebble holds %d accounts and %d orders, want 1 and 2 (the limit allows 1 more this hour)", got.Accounts, got.Orders)
 	}
+}
+
+// loseAndRebuildHub destroys the hub — replica r SIGKILLed, the API server
+// and etcd gone — and starts an empty one holding only what survives it:
+// Git's objects (ClusterIssuer issuer, the registrations) and the secret
+// manager's (the hub-namespace Secrets named by secrets), as External
+// Secrets would restore them.
+func (b *issuanceBed) loseAndRebuildHub(ctx context.Context, t *testing.T, r *fleet.Replica, issuer string, secrets ...string) {
+	t.Helper()
+	ci := &cmapi.ClusterIssuer{}
+	if err := b.Hub.Client.Get(ctx, client.ObjectKey{Name: issuer}, ci); err != nil {
+		t.Fatal(err)
+	}
+	ci.Status = cmapi.IssuerStatus{}
+	kept := []client.Object{fixture.Restorable(ci)}
+	for _, name := range secrets {
+		s := &corev1.Secret{}
+		if err := b.Hub.Client.Get(ctx, client.ObjectKey{Namespace: b.HubNamespace(), Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, fixture.Restorable(s))
+	}
+	regs := &corev1.SecretList{}
+	if err := b.Hub.Client.List(ctx, regs, client.InNamespace(b.ArgoNamespace()), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range regs.Items {
+		kept = append(kept, fixture.Restorable(&regs.Items[i]))
+	}
+	if err := r.Stop(syscall.SIGKILL); err != nil {
+		t.Logf("stopping %s: %v", r, err)
+	}
+	if err := b.RebuildHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range kept {
+		if err := b.Hub.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("restoring %s: %v", obj.GetName(), err)
+		}
+	}
+	var err error
+	if b.Kubeconfig, err = b.Hub.WriteKubeconfig(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An order the hub loses after the CA validated its authorizations (here:
+// the certificate was delivered, then its Secret is lost downstream after
+// the hub was rebuilt) is ordered again on the same account, and the CA's
+// valid authorizations are reused (Pebble with PEBBLE_AUTHZREUSE=100, as
+// Let's Encrypt reuses an account's valid authorizations): the new
+// ACMEOrder presents no challenge and names the authorization the lost
+// order validated; Pebble holds one account.
+func TestLostOrderIsOrderedAgainReusingValidAuthorizations(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed := startIssuanceBed(ctx, t, 1, func(o *acmebed.Options) { o.Env = append(o.Env, "PEBBLE_AUTHZREUSE=100") })
+	ca, cp := bed.CA, bed.Downstreams[0]
+	if err := bed.Hub.Client.Create(ctx, fixture.ACMEClusterIssuer("pebble", ca.DirectoryURL, ca.ServerCAs, "pebble-account",
+		fixture.RFC2136Solver(ca.Nameserver, ca.TSIGKeyName, ca.TSIGAlgorithm, "tsig"))); err != nil {
+		t.Fatal(err)
+	}
+	first := bed.runHub(t, "pebble")
+	fixture.EnsureNamespace(t, cp.Client, "shop")
+	crt := fixture.Certificate("shop", "web", "pebble", fixture.WithNames("", "reuse-web."+ca.Zone))
+	crt.Spec.IssuerRef.Kind = cmapi.ClusterIssuerKind
+	if err := cp.Client.Create(ctx, crt); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
+	before := leaf(t, cp, crt)
+	validated := authorizations(ctx, t, bed, false)
+	if len(validated) != 1 {
+		t.Fatalf("before the loss: %d validated authorizations in the hub's orders, want 1", len(validated))
+	}
+
+	bed.loseAndRebuildHub(ctx, t, first, "pebble", "pebble-account", "tsig")
+	bed.runHub(t, "pebble")
+	if err := cp.Client.Delete(ctx, fixture.GetSecret(t, cp.Client, crt)); err != nil {
+		t.Fatal(err)
+	}
+	// The Certificate's status still says Ready (written before): wait for
+	// the Secret itself, with a new certificate.
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		s := &corev1.Secret{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		c, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
+		return err == nil && c.SerialNumber.Cmp(before.SerialNumber) != 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the lost Secret was not issued again: %v", err)
+	}
+	reused := authorizations(ctx, t, bed, true)
+	if len(reused) != 1 || reused[0] != validated[0] {
+		t.Errorf("the order made again reused authorizations %v, want the one validated before the loss %v", reused, validated)
+	}
+	if got := ca.Count(); got.Accounts != 1 || got.Orders != 2 {
+		t.Errorf("Pebble holds %d accounts and %d orders, want 1 and 2", got.Accounts, got.Orders)
+	}
+}
+
+// authorizations lists the authorization URLs of the hub's Valid
+// ACMEOrders; reused: only those the CA held valid when the order began
+// (no challenge was chosen for them), else only those solved.
+func authorizations(ctx context.Context, t *testing.T, bed *issuanceBed, reused bool) []string {
+	t.Helper()
+	orders := &hubapi.ACMEOrderList{}
+	if err := bed.Hub.Client.List(ctx, orders, client.InNamespace(bed.HubNamespace())); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range orders.Items {
+		if o.Status.State != hubapi.ACMEOrderValid {
+			continue
+		}
+		for _, ch := range o.Status.Challenges {
+			if reused == (ch.Valid && ch.URL == "") {
+				out = append(out, ch.AuthorizationURL)
+			}
+		}
+	}
+	return out
 }

@@ -10,13 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/hubreport"
 )
 
 const (
@@ -126,23 +125,9 @@ func (d *Discoverer) report(ctx context.Context, name multicluster.ClusterName, 
 	if same {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.opts.Namespace, Name: ReportName(string(name))}}
-	err = d.opts.Hub.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		cm.Labels = map[string]string{hubapi.DiscoveryReportLabel: "true"}
-		cm.Data = map[string]string{ReportKey: string(raw)}
-		err = d.opts.Hub.Create(ctx, cm)
-	case err == nil:
-		if cm.Labels == nil {
-			cm.Labels = map[string]string{}
-		}
-		cm.Labels[hubapi.DiscoveryReportLabel] = "true"
-		cm.Data = map[string]string{ReportKey: string(raw)}
-		err = d.opts.Hub.Update(ctx, cm)
-	}
-	if err != nil {
-		return fmt.Errorf("failed to write discovery report %s/%s: %w", cm.Namespace, cm.Name, err)
+	if err := hubreport.Put(ctx, d.opts.Hub, client.ObjectKey{Namespace: d.opts.Namespace, Name: ReportName(string(name))}, hubapi.DiscoveryReportLabel,
+		map[string]string{ReportKey: string(raw)}, nil); err != nil {
+		return fmt.Errorf("failed to write the discovery report of %s: %w", name, err)
 	}
 	st.mu.Lock()
 	st.reported = sum

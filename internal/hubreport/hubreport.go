@@ -1,7 +1,3 @@
-// Package hubreport writes the report ConfigMaps certhub keeps in the hub
-// namespace (discovery, migration, DR pairs): one object per subject,
-// marked by a label, its data replaced whole by the one replica that owns
-// the subject.
 package hubreport
 
 import (

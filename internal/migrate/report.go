@@ -9,13 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/hubreport"
 )
 
 const (
@@ -115,28 +115,15 @@ func (g *Gate) report(ctx context.Context, name multicluster.ClusterName) error 
 	if same {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.opts.Namespace, Name: ReportName(string(name))}}
-	err = g.opts.Hub.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	switch {
-	case string(raw) == plainReport:
-		if err == nil {
-			err = client.IgnoreNotFound(g.opts.Hub.Delete(ctx, cm))
-		}
-		err = client.IgnoreNotFound(err)
-	case apierrors.IsNotFound(err):
-		cm.Labels = map[string]string{hubapi.MigrationReportLabel: "true"}
-		cm.Data = map[string]string{ReportKey: string(raw)}
-		err = g.opts.Hub.Create(ctx, cm)
-	case err == nil:
-		if cm.Labels == nil {
-			cm.Labels = map[string]string{}
-		}
-		cm.Labels[hubapi.MigrationReportLabel] = "true"
-		cm.Data = map[string]string{ReportKey: string(raw)}
-		err = g.opts.Hub.Update(ctx, cm)
+	key := client.ObjectKey{Namespace: g.opts.Namespace, Name: ReportName(string(name))}
+	if string(raw) == plainReport {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		err = client.IgnoreNotFound(g.opts.Hub.Delete(ctx, cm))
+	} else {
+		err = hubreport.Put(ctx, g.opts.Hub, key, hubapi.MigrationReportLabel, map[string]string{ReportKey: string(raw)}, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("failed to write migration report %s/%s: %w", cm.Namespace, cm.Name, err)
+		return fmt.Errorf("failed to write the migration report of %s: %w", name, err)
 	}
 	g.mu.Lock()
 	g.stateLocked(name).reported = string(raw)

@@ -6,7 +6,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 )
 
@@ -87,8 +87,8 @@ type Controller struct {
 	crls    *crls
 	metrics *metrics
 
+	clusters engaged.Set
 	mu       sync.Mutex
-	clusters map[multicluster.ClusterName]cluster.Cluster
 	// renew: cluster/namespace/name → the serial to replace, and the
 	// revocation that asks.
 	renew map[string]want
@@ -113,7 +113,7 @@ func New(opts Options) (*Controller, error) {
 	if opts.clock == nil {
 		opts.clock = clock.RealClock{}
 	}
-	c := &Controller{opts: opts, clusters: map[multicluster.ClusterName]cluster.Cluster{}, renew: map[string]want{}}
+	c := &Controller{opts: opts, renew: map[string]want{}}
 	c.crls = &crls{namespace: opts.Namespace, hub: opts.Hub, live: opts.Live, validity: opts.CRLValidity, now: opts.clock.Now}
 	var err error
 	if c.metrics, err = newMetrics(opts.Registerer, opts.Hub); err != nil {
@@ -127,17 +127,7 @@ func (c *Controller) Handler() http.Handler { return c.crls.handler() }
 
 // Engage remembers cl until ctx ends.
 func (c *Controller) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
-	c.mu.Lock()
-	c.clusters[name] = cl
-	c.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		if c.clusters[name] == cl {
-			delete(c.clusters, name)
-		}
-		c.mu.Unlock()
-	})
-	return nil
+	return c.clusters.Engage(ctx, name, cl)
 }
 
 // Subscribe calls fn with each Certificate newly selected (certsync queues it).
@@ -204,15 +194,13 @@ func (c *Controller) passAll(ctx context.Context) error {
 	if err := c.opts.Hub.List(ctx, revs); err != nil {
 		return fmt.Errorf("failed to list CertificateRevocations: %w", err)
 	}
-	c.mu.Lock()
-	engaged := maps.Clone(c.clusters)
-	c.mu.Unlock()
+	clusters := c.clusters.All()
 	for i := range revs.Items {
 		rev := &revs.Items[i]
 		if rev.Status.Phase == hubapi.RevocationComplete {
 			continue
 		}
-		if err := c.advance(ctx, rev, engaged); err != nil {
+		if err := c.advance(ctx, rev, clusters); err != nil {
 			errs = append(errs, fmt.Errorf("CertificateRevocation %s: %w", rev.Name, err))
 		}
 	}

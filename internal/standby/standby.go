@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 )
 
@@ -66,14 +67,15 @@ func (o *Options) defaults() {
 	}
 }
 
-// Pairs keeps every DR pair's standby in step with its primary.
+// Pairs keeps every DR pair's standby in step with its primary. Add it to
+// the multicluster manager: it is told of every engaged cluster (Engage).
 type Pairs struct {
-	opts     Options
-	metrics  *metrics
-	mu       sync.Mutex
-	clusters map[multicluster.ClusterName]cluster.Cluster
-	written  map[string]string // ConfigMap name → digest of what this replica last wrote
-	shown    map[multicluster.ClusterName]string
+	opts    Options
+	metrics *metrics
+	engaged.Set
+	mu      sync.Mutex
+	written map[string]string // ConfigMap name → digest of what this replica last wrote
+	shown   map[multicluster.ClusterName]string
 }
 
 // New returns the DR pairs' controller; add it to the multicluster manager
@@ -87,23 +89,7 @@ func New(opts Options) (*Pairs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pairs{opts: opts, metrics: m, clusters: map[multicluster.ClusterName]cluster.Cluster{},
-		written: map[string]string{}, shown: map[multicluster.ClusterName]string{}}, nil
-}
-
-// Engage remembers an engaged cluster until ctx ends.
-func (p *Pairs) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
-	p.mu.Lock()
-	p.clusters[name] = cl
-	p.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		if p.clusters[name] == cl {
-			delete(p.clusters, name)
-		}
-		p.mu.Unlock()
-	})
-	return nil
+	return &Pairs{opts: opts, metrics: m, written: map[string]string{}, shown: map[multicluster.ClusterName]string{}}, nil
 }
 
 // Start looks at every pair each Interval until ctx ends.
@@ -124,9 +110,7 @@ func (p *Pairs) Start(ctx context.Context) error {
 
 // owned is the engaged cluster name when this replica owns it.
 func (p *Pairs) owned(name multicluster.ClusterName) (cluster.Cluster, string, bool) {
-	p.mu.Lock()
-	cl := p.clusters[name]
-	p.mu.Unlock()
+	cl := p.Get(name)
 	if cl == nil {
 		return nil, "", false
 	}

@@ -234,9 +234,7 @@ func TestPairNeverDeletesForWantOfASource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newPairBed(t, tc.writes, tc.selector, tc.primary, []client.Object{namespace("shop"), mirrored.DeepCopy()})
 			if tc.dropSource {
-				b.pairs.mu.Lock()
-				delete(b.pairs.clusters, "prod") // the primary unreachable: no source is written
-				b.pairs.mu.Unlock()
+				b.pairs.Forget("prod") // the primary unreachable: no source is written
 			}
 			st := b.pass()
 			if b.certificate(b.standby, "shop", "old") == nil {

@@ -5,17 +5,12 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -128,8 +123,8 @@ func TestStandbyHoldsThePrimarysCertificatesBeforeFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	order := recordIssuances(t, map[string]*testbed.ControlPlane{"other": other, "replacement": replacement})
-	waitFor(t, "the busy cluster renewing", func() bool { return order.count("other") >= 40 })
+	audit := fleet.StartAuditor(t, []*testbed.ControlPlane{other, replacement})
+	waitFor(t, "the busy cluster renewing", func() bool { return audit.IssuedIn(other.Name) >= 40 })
 
 	// The replacement: the primary's name, a new server, nothing issued.
 	if err := bed.Reregister(ctx, replacement, prod.Name); err != nil {
@@ -139,7 +134,7 @@ func TestStandbyHoldsThePrimarysCertificatesBeforeFailover(t *testing.T) {
 	for _, crt := range replaced {
 		fixture.WaitReady(t, replacement.Client, client.ObjectKeyFromObject(crt))
 	}
-	during := order.between("replacement", "other")
+	during := audit.IssuedBetween(replacement.Name, other.Name)
 	t.Logf("the replacement's %d issuances came with %d of the busy cluster's renewals between its first and last", len(replaced), during)
 	// Fair shares without a lane would interleave one renewal per
 	// replacement certificate (~5); the urgent lane admits at most the one
@@ -174,84 +169,4 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
-}
-
-// issuances records, in the order the test sees them, each new
-// certificate written in the watched clusters (by name).
-type issuances struct {
-	mu    sync.Mutex
-	seq   []string // cluster per new serial
-	certs map[string]string
-}
-
-func recordIssuances(t *testing.T, clusters map[string]*testbed.ControlPlane) *issuances {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r := &issuances{certs: map[string]string{}}
-	for name, cp := range clusters {
-		cs, err := kubernetes.NewForConfig(cp.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = hubapi.ManagedByLabel + "=" + hubapi.ManagedByValue
-		}))
-		inf := f.Core().V1().Secrets().Informer()
-		see := func(o any) {
-			s, ok := o.(*corev1.Secret)
-			if !ok || len(s.Data[corev1.TLSCertKey]) == 0 {
-				return
-			}
-			key, crt := name+"/"+s.Namespace+"/"+s.Name, string(s.Data[corev1.TLSCertKey])
-			r.mu.Lock()
-			if r.certs[key] != crt {
-				r.certs[key] = crt
-				r.seq = append(r.seq, name)
-			}
-			r.mu.Unlock()
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }}); err != nil {
-			t.Fatal(err)
-		}
-		f.Start(ctx.Done())
-		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			t.Fatalf("issuance informer of %s did not sync", name)
-		}
-	}
-	return r
-}
-
-func (r *issuances) count(cluster string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, c := range r.seq {
-		if c == cluster {
-			n++
-		}
-	}
-	return n
-}
-
-// between counts other's issuances between first's first and last.
-func (r *issuances) between(first, other string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	lo, hi := -1, -1
-	for i, c := range r.seq {
-		if c == first {
-			if lo < 0 {
-				lo = i
-			}
-			hi = i
-		}
-	}
-	n := 0
-	for i := lo + 1; lo >= 0 && i < hi; i++ {
-		if r.seq[i] == other {
-			n++
-		}
-	}
-	return n
 }

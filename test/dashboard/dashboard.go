@@ -107,6 +107,10 @@ func Build() (dashboard.Dashboard, error) { //nolint:staticcheck // the classic 
 			WithTarget(instant(`sum by (cluster) (certhub_certificate_policy_violations{` + sel + `})`))).
 		WithPanel(series("cert-manager still active (ClusterConflict)", "1 while cert-manager is active in a cluster the hub should issue in.", "short",
 			query(`max by (cluster) (certhub_cluster_conflict{`+sel+`})`, "{{cluster}}"))).
+		WithPanel(statetimeline.NewPanelBuilder().Title("DR standbys ready").
+			Description("1: the standby cluster holds a ready certificate for every selected Certificate of its primary (certhub status --standbys).").
+			Datasource(ds).Height(8).Span(12).
+			WithTarget(query(`max by (standby, primary) (certhub_standby_ready)`, "{{standby}} for {{primary}}"))).
 		WithPanel(series("Clusters owned per replica", "The clusters each replica writes to (fences held); a replica lost shows as its share moving to the others.", "short",
 			query(`max by (instance) (certhub_shard_owned_clusters)`, "{{instance}}"))).
 		Build()

@@ -192,12 +192,19 @@ func (m *mirror) write(ctx context.Context, op string, fn func(context.Context) 
 		return nil // not ours to write now (observe mode, or ownership moved): reported only
 	}
 	defer done()
-	if err := fn(wctx); err != nil {
-		return err
+	err = fn(wctx)
+	if errors.Is(err, errNothingWritten) {
+		return nil
 	}
-	m.p.metrics.writes.WithLabelValues(string(m.standby), op).Inc()
-	return nil
+	if err == nil {
+		m.p.metrics.writes.WithLabelValues(string(m.standby), op).Inc()
+	}
+	return err
 }
+
+// errNothingWritten ends a write that found nothing to do (the object was
+// there already): not an error, not a write.
+var errNothingWritten = errors.New("nothing written")
 
 func (m *mirror) create(ctx context.Context, e Entry) error {
 	u, err := m.object(e)
@@ -205,7 +212,11 @@ func (m *mirror) create(ctx context.Context, e Entry) error {
 		return err
 	}
 	return m.write(ctx, "create", func(ctx context.Context) error {
-		if err := m.c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := m.c.Create(ctx, u)
+		if apierrors.IsAlreadyExists(err) {
+			return errNothingWritten // created a moment ago; the cache has not seen it yet
+		}
+		if err != nil {
 			return fmt.Errorf("failed to create Certificate %s/%s in standby %s: %w", e.Namespace, e.Name, m.standby, err)
 		}
 		m.p.opts.Log.Info("Certificate created in the standby", "cluster", m.standby, "primary", m.primary, "namespace", e.Namespace, "name", e.Name)
@@ -236,7 +247,11 @@ func (m *mirror) update(ctx context.Context, e Entry, have *unstructured.Unstruc
 // remove deletes a Certificate the mirror created whose primary's is gone.
 func (m *mirror) remove(ctx context.Context, u *unstructured.Unstructured) error {
 	return m.write(ctx, "delete", func(ctx context.Context) error {
-		if err := client.IgnoreNotFound(m.c.Delete(ctx, u, client.Preconditions{UID: new(u.GetUID())})); err != nil {
+		err := m.c.Delete(ctx, u, client.Preconditions{UID: new(u.GetUID())})
+		if apierrors.IsNotFound(err) {
+			return errNothingWritten
+		}
+		if err != nil {
 			return fmt.Errorf("failed to delete Certificate %s/%s in standby %s: %w", u.GetNamespace(), u.GetName(), m.standby, err)
 		}
 		m.p.opts.Log.Info("Certificate deleted in the standby: deleted in the primary", "cluster", m.standby, "primary", m.primary, "namespace", u.GetNamespace(), "name", u.GetName())

@@ -240,9 +240,7 @@ func TestPolicyFeedPassAfterKicks(t *testing.T) {
 	q.Done(r)
 	disengage()
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.clusters) == 0, nil
+		return len(f.clusters.All()) == 0, nil
 	}); err != nil {
 		t.Fatal("the cluster was not forgotten after its engagement ended")
 	}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/certhub/certhub/internal/engaged"
 )
 
 // policyFeed decides every Certificate of every engaged cluster again when
@@ -43,8 +45,8 @@ type policyFeed struct {
 	all    atomic.Bool   // the next pass queues every Certificate (kickAll)
 	settle time.Duration // quiet time after a kick before the pass
 
-	mu       sync.Mutex // guards clusters and queue
-	clusters map[multicluster.ClusterName]*engagement
+	clusters engaged.Set
+	mu       sync.Mutex // guards queue
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 }
 
@@ -54,7 +56,7 @@ const policyFeedSettle = 250 * time.Millisecond
 
 func newPolicyFeed(log logr.Logger, p Policy) *policyFeed {
 	return &policyFeed{log: log.WithName("policy-feed"), policy: p, settle: policyFeedSettle,
-		kicks: make(chan struct{}, 1), clusters: map[multicluster.ClusterName]*engagement{}}
+		kicks: make(chan struct{}, 1)}
 }
 
 // kick asks for a pass; it never blocks.
@@ -71,23 +73,9 @@ func (f *policyFeed) kickAll() {
 	f.kick()
 }
 
-// engagement is one engagement of a cluster (a re-engagement is another).
-type engagement struct{ cl cluster.Cluster }
-
 // Engage remembers the cluster until its context ends.
 func (f *policyFeed) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
-	e := &engagement{cl: cl}
-	f.mu.Lock()
-	f.clusters[name] = e
-	f.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		if f.clusters[name] == e {
-			delete(f.clusters, name)
-		}
-		f.mu.Unlock()
-	})
-	return nil
+	return f.clusters.Engage(ctx, name, cl)
 }
 
 // source hands the controller's queue to the feed.
@@ -145,11 +133,8 @@ func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate
 func (f *policyFeed) pass(ctx context.Context) {
 	f.mu.Lock()
 	q := f.queue
-	clusters := make(map[multicluster.ClusterName]cluster.Cluster, len(f.clusters))
-	for n, e := range f.clusters {
-		clusters[n] = e.cl
-	}
 	f.mu.Unlock()
+	clusters := f.clusters.All()
 	if q == nil {
 		return // the controller has not started; it will list everything itself
 	}

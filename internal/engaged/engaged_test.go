@@ -2,6 +2,7 @@ package engaged
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -35,6 +36,26 @@ func TestSet(t *testing.T) {
 		t.Errorf("after its context ended, east is still engaged")
 	}
 	s.Forget(multicluster.ClusterName("west")) // forgetting the unknown is a no-op
+
+	// The same cluster engaged again: the first engagement's end keeps it.
+	third, cancelThird := context.WithCancel(context.Background())
+	defer cancelThird()
+	fourth, cancelFourth := context.WithCancel(context.Background())
+	defer cancelFourth()
+	_ = s.Engage(third, "east", a)
+	_ = s.Engage(fourth, "east", a)
+	cancelThird()
+	// The first engagement's clean-up runs in a goroutine of its own:
+	// watch for it to take east away, for longer than it takes to run.
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+		if s.Get("east") != a {
+			return false, errors.New("forgotten")
+		}
+		return false, nil
+	})
+	if !wait.Interrupted(err) {
+		t.Error("the same cluster engaged again was forgotten when the first engagement ended")
+	}
 }
 
 func waitFor(t *testing.T, ok func() bool) {

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -261,8 +260,7 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	cfg.Timeout = o.timeout
 	// Certificates unstructured, decoded one by one: one the typed API cannot
 	// decode must not hide the others.
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
+	list := certsync.NewCertificateList()
 	dc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err == nil {
 		err = dc.List(ctx, list)

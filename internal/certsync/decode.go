@@ -22,6 +22,14 @@ import (
 // certificateGVK is cert-manager's Certificate kind.
 var certificateGVK = cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind)
 
+// NewCertificateList is an empty unstructured list of cert-manager
+// Certificates, the form the downstream caches hold them in (CacheOptions).
+func NewCertificateList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
+	return l
+}
+
 // newCertificateObject is an empty unstructured Certificate, for the cache.
 func newCertificateObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

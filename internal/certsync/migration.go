@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -52,8 +51,7 @@ func migrationSource(m Migration, get func(context.Context, multicluster.Cluster
 		subscribe = m.Subscribe
 	}
 	return migrate.RequeueSource(subscribe, get, func() client.ObjectList {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
+		list := NewCertificateList()
 		return list
 	}, nil, log)
 }

@@ -42,8 +42,7 @@ const duplicateRequeue = 3 * time.Minute
 // it, two such Certificates re-issue against each other for as long as they
 // exist, both Ready while the Secret holds one of them.
 func secretOwner(ctx context.Context, c client.Reader, indexed bool, crt *cmapi.Certificate, secret *corev1.Secret) (owner string, others []string, err error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(cmapi.CertificateKind + "List"))
+	list := NewCertificateList()
 	opts := []client.ListOption{client.InNamespace(crt.Namespace)}
 	if indexed {
 		opts = append(opts, client.MatchingFields{secretNameField: crt.Spec.SecretName})

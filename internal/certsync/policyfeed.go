@@ -141,8 +141,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 	n, queued := 0, 0
 	all := f.all.Swap(false)
 	for name, cl := range clusters {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(certificateGVK.GroupVersion().WithKind(certificateGVK.Kind + "List"))
+		list := NewCertificateList()
 		if err := cl.GetCache().List(ctx, list); err != nil {
 			f.log.Error(err, "failed to list Certificates after a policy change", "cluster", name)
 			continue

@@ -13,7 +13,6 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -66,8 +65,7 @@ func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next st
 			continue // unreachable: holds no wave, rotated when back
 		}
 		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(bundles, iss, labels, want)}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind + "List"))
+		list := certsync.NewCertificateList()
 		if err := cl.GetClient().List(ctx, list); err != nil {
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/hubreport"
 )
@@ -48,7 +49,7 @@ func (p *Pairs) sync(ctx context.Context, standby, primary multicluster.ClusterN
 	}
 	st.SourceAt = src.At
 	c := cl.GetClient()
-	list := certificateList()
+	list := certsync.NewCertificateList()
 	if err := c.List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list the Certificates of standby %s: %w", standby, err)
 	}

@@ -19,16 +19,9 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/hubreport"
 )
-
-// certificateList is an empty unstructured list of cert-manager
-// Certificates: the downstream caches hold them unstructured.
-func certificateList() *unstructured.UnstructuredList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind("CertificateList"))
-	return l
-}
 
 // entryOf is u as a source entry: issued when Ready at its current
 // generation with a leaf in its Secret (read from c, the cache of
@@ -70,7 +63,7 @@ func entryOf(ctx context.Context, c client.Reader, u *unstructured.Unstructured)
 // writeSource writes primary's Certificates to its source ConfigMap, when
 // they changed since this replica last wrote it.
 func (p *Pairs) writeSource(ctx context.Context, primary multicluster.ClusterName, cl cluster.Cluster, stamp string) error {
-	list := certificateList()
+	list := certsync.NewCertificateList()
 	if err := cl.GetClient().List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list the Certificates of primary %s: %w", primary, err)
 	}

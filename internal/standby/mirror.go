@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -127,16 +128,10 @@ func (m *mirror) one(ctx context.Context, e Entry, have *unstructured.Unstructur
 		}
 	}
 	crt := &cmapi.Certificate{}
-	spec := &crt.Spec
-	if raw, found, _ := unstructured.NestedMap(have.Object, "spec"); found {
-		b, _ := json.Marshal(raw)
-		if json.Unmarshal(b, spec) != nil {
-			spec = nil
-		}
-	}
-	if spec == nil || spec.SecretName == "" {
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(have.Object, crt) != nil || crt.Spec.SecretName == "" {
 		return ReasonNotIssued, "its spec names no Secret", nil
 	}
+	spec := &crt.Spec
 	s := &corev1.Secret{}
 	if err := m.c.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: spec.SecretName}, s); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -58,6 +58,8 @@ type Coordinator struct {
 	reported    map[multicluster.ClusterName]bool
 	plan        plan      // the last assignment, recomputed when its inputs change
 	takingOver  time.Time // since when an assigned fence has been waiting to be acquired; zero when none is
+	// layoutConflict is why another fence layout is in use (layout.go), "" when none is.
+	layoutConflict string
 }
 
 // role is why a replica holds a connection to a cluster.

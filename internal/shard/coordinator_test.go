@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -105,10 +106,21 @@ func (h *harness) addCluster(name string) context.CancelFunc {
 	return cancel
 }
 
-// peer makes another replica live, as if its peer Lease had just been seen.
+// peer makes another replica live, as if its peer Lease had just been seen;
+// it announces the harness's fence layout.
 func (h *harness) peer(id string) {
+	h.peerWithLayout(id, strconv.Itoa(h.c.opts.Buckets))
+}
+
+// peerWithLayout is peer announcing layout ("" announces none, as versions
+// before layouts did).
+func (h *harness) peerWithLayout(id, layout string) {
+	ann := map[string]string{}
+	if layout != "" {
+		ann[hubapi.ShardBucketsAnnotation] = layout
+	}
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(DefaultPeerPrefix, id), Namespace: testNS,
-		Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindPeer}},
+		Labels: map[string]string{hubapi.LeaseKindLabel: leaseKindPeer}, Annotations: ann},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(15)),
 			RenewTime: ptr.To(metav1.NewMicroTime(h.clk.Now()))}}
 	h.c.obs.record(l, h.clk.Now())

@@ -71,6 +71,8 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.mu.Unlock()
 
 	pl := c.planFor(peers, keys, names, known)
+	conflict := c.obs.layoutConflict(now, c.opts.Identity, c.opts.Buckets)
+	c.noteLayoutConflict(conflict)
 	// Each fence is written by one goroutine at a time, at most
 	// fenceWriters at once: at 1,000 fences a serial loop spends seconds on
 	// round trips, and a burst of renewals would outlast RenewDeadline.
@@ -84,7 +86,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		})
 	}
 	for _, f := range work {
-		want := keys[f.key] > 0 && pl.assign[f.key] == c.opts.Identity
+		want := conflict == "" && keys[f.key] > 0 && pl.assign[f.key] == c.opts.Identity
 		switch {
 		case want && !c.isHeld(f):
 			run(func() { c.acquire(ctx, f) })
@@ -92,19 +94,38 @@ func (c *Coordinator) step(ctx context.Context) {
 			if c.opts.clock.Since(c.lastRenew(f)) >= c.opts.RenewInterval {
 				run(func() { c.renew(ctx, f) })
 			}
+		case c.isHeld(f) && conflict != "":
+			run(func() { c.release(ctx, f, "another fence layout is in use") })
 		case c.isHeld(f):
 			run(func() { c.release(ctx, f, "not assigned to this replica") })
 		}
 	}
 	wg.Wait()
 	c.syncEngagements()
-	if selfAlive {
+	if selfAlive && conflict == "" {
 		// A replica that cannot renew its own peer Lease keeps its
 		// connections as they are: it owns nothing meanwhile, and dropping
 		// every cache during a hub outage would only slow the recovery.
 		c.syncWanted(pl, names)
 	}
 	c.updateMetrics(keys)
+}
+
+// noteLayoutConflict logs a conflict of fence layouts when it starts,
+// changes or ends, and sets its metric.
+func (c *Coordinator) noteLayoutConflict(why string) {
+	if why == c.layoutConflict {
+		return
+	}
+	if why != "" {
+		c.metrics.layoutConflict.Set(1)
+		c.log.Info("another fence layout is in use: holding no fence until every replica uses this one",
+			"shardBuckets", c.opts.Buckets, "why", why)
+	} else {
+		c.metrics.layoutConflict.Set(0)
+		c.log.Info("every replica uses this fence layout again; deciding ownership", "shardBuckets", c.opts.Buckets)
+	}
+	c.layoutConflict = why
 }
 
 // planFor returns the assignment of the fence keys (with their cluster

@@ -15,16 +15,18 @@ const (
 	metricUnowned       = "certhub_shard_unowned_clusters"
 	metricPeers         = "certhub_shard_peers"
 	metricStandby       = "certhub_shard_standby_clusters"
+	metricLayout        = "certhub_shard_layout_conflict"
 )
 
 type shardMetrics struct {
-	owned         prometheus.Gauge
-	clusterOwned  *prometheus.GaugeVec
-	handoffs      prometheus.Counter
-	fenceFailures *prometheus.CounterVec
-	unowned       prometheus.Gauge
-	peers         prometheus.Gauge
-	standby       prometheus.Gauge
+	owned          prometheus.Gauge
+	clusterOwned   *prometheus.GaugeVec
+	handoffs       prometheus.Counter
+	fenceFailures  *prometheus.CounterVec
+	unowned        prometheus.Gauge
+	peers          prometheus.Gauge
+	standby        prometheus.Gauge
+	layoutConflict prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
@@ -43,8 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
 			Help: "Live replicas in the membership snapshot this replica decides with."}),
 		standby: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricStandby,
 			Help: "Clusters this replica keeps warm (connected, cache synced, not written to) because it would take them over first (--standby)."}),
+		layoutConflict: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricLayout,
+			Help: "1 while another replica uses another fence layout (--shard-buckets): this replica holds no fence meanwhile."}),
 	}
-	for _, c := range []prometheus.Collector{m.owned, m.clusterOwned, m.handoffs, m.fenceFailures, m.unowned, m.peers, m.standby} {
+	for _, c := range []prometheus.Collector{m.owned, m.clusterOwned, m.handoffs, m.fenceFailures, m.unowned, m.peers, m.standby, m.layoutConflict} {
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {

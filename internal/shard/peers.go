@@ -40,6 +40,7 @@ func (c *Coordinator) renewPeer(ctx context.Context) error {
 	}
 	l.Labels[hubapi.LeaseKindLabel] = leaseKindPeer
 	l.Annotations[hubapi.ReplicaWeightAnnotation] = strconv.FormatFloat(c.opts.Weight, 'g', -1, 64)
+	l.Annotations[hubapi.ShardBucketsAnnotation] = strconv.Itoa(c.opts.Buckets) // the fence layout (layout.go)
 	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
 	l.Spec.RenewTime = &mt

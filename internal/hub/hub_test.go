@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // A hub that drops connections (restarting) is waited for, and so is one
@@ -73,5 +75,25 @@ func TestHubSecretCache(t *testing.T) {
 	o.ClusterSecretNamespace = "certhub"
 	if c := hubSecretCache(o); len(c) != 1 || c["certhub"].LabelSelector != nil {
 		t.Errorf("one namespace for both: %+v, want it cached whole", c)
+	}
+}
+
+// Each downstream client may carry the whole --issuance-rate (one cluster can
+// have all the work), so its limit grows with the rate, never below
+// inventory's default.
+func TestDownstreamQPS(t *testing.T) {
+	for _, tc := range []struct {
+		rate  float64
+		qps   float32
+		burst int
+	}{
+		{rate: 0, qps: inventory.DefaultQPS, burst: inventory.DefaultBurst},
+		{rate: 5, qps: inventory.DefaultQPS, burst: inventory.DefaultBurst},
+		{rate: 20, qps: 80, burst: 160},
+		{rate: 100, qps: 400, burst: 800},
+	} {
+		if qps, burst := downstreamQPS(tc.rate); qps != tc.qps || burst != tc.burst {
+			t.Errorf("downstreamQPS(%v) = %v/%d, want %v/%d", tc.rate, qps, burst, tc.qps, tc.burst)
+		}
 	}
 }

@@ -124,6 +124,7 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 		}
 		return out
 	}
+	qps, burst := downstreamQPS(o.IssuanceRate)
 	h.provider, err = inventory.New(inventory.Options{
 		Namespace:      o.ClusterSecretNamespace,
 		Selector:       selector,
@@ -144,8 +145,25 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 		Gate:           gate,
 		Informers:      informers,
 		Compression:    o.DownstreamCompression,
+		QPS:            qps,
+		Burst:          burst,
 	})
 	return err
+}
+
+// requestsPerIssuance is what one issuance asks of its cluster's API server
+// at most: the live Secret read, the Secret apply, the status write and an
+// Event.
+const requestsPerIssuance = 4
+
+// downstreamQPS is each downstream client's limit: inventory's default, or
+// more when --issuance-rate could send one cluster more requests than that
+// (one cluster may take the whole rate when it alone has work). Below it,
+// client-go's limiter — first come, first served — would become the queue
+// a quiet tenant waits in behind a busy one, past the fair budget.
+func downstreamQPS(issuanceRate float64) (float32, int) {
+	qps := max(float32(inventory.DefaultQPS), float32(requestsPerIssuance*issuanceRate))
+	return qps, max(inventory.DefaultBurst, int(2*qps))
 }
 
 // setupManager creates the multicluster manager (with the coordinator) and

@@ -171,18 +171,26 @@ func (c *Coordinator) acquire(ctx context.Context, f *fenceState) {
 // current one (nil to create it). A claim increments leaseTransitions, so
 // every holding period has its own number.
 func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Name: f.name, Namespace: c.opts.Namespace,
-		Labels:      map[string]string{hubapi.LeaseKindLabel: leaseKindFence},
-		Annotations: map[string]string{hubapi.FenceKeyAnnotation: f.key},
-	}}
-	if c.opts.Buckets > 0 {
-		l.Annotations[hubapi.ShardBucketsAnnotation] = strconv.Itoa(c.opts.Buckets)
-	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: f.name, Namespace: c.opts.Namespace}}
 	var transitions int32
 	if cur != nil {
 		l = cur.DeepCopy()
 		transitions = ptr.Deref(cur.Spec.LeaseTransitions, 0) + 1
+	}
+	// What the Lease guards is ours to say, also on a Lease another layout
+	// wrote (bucket-3 of 32 buckets and of 128 share a name): readers map
+	// clusters to it by these, and layoutConflict reads the layout.
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[hubapi.LeaseKindLabel] = leaseKindFence
+	l.Annotations[hubapi.FenceKeyAnnotation] = f.key
+	delete(l.Annotations, hubapi.ShardBucketsAnnotation)
+	if c.opts.Buckets > 0 {
+		l.Annotations[hubapi.ShardBucketsAnnotation] = strconv.Itoa(c.opts.Buckets)
 	}
 	mt := metav1.NewMicroTime(now)
 	l.Spec.HolderIdentity = ptr.To(c.opts.Identity)

@@ -132,3 +132,33 @@ func TestCoordinatorWaitsForTheOldLayoutsFences(t *testing.T) {
 		t.Error("does not own east once the old fence expired")
 	}
 }
+
+// A fence Lease another layout wrote under the same name (bucket-N of 32
+// buckets and of 128 share it) says the new layout once taken over, or
+// every replica of the new layout would see the old one still in use.
+func TestFenceTakenOverSaysItsLayout(t *testing.T) {
+	h := newHarness(t, "r0", func(o *Options) { o.Buckets = 4 })
+	h.addCluster("east")
+	key := FenceKey("east", 4)
+	old := layoutLease(leaseKindFence, leaseName(DefaultFencePrefix, key), "", "32", h.clk.Now()) // released
+	old.Annotations[hubapi.FenceKeyAnnotation] = "bucket-x"
+	created, err := h.cs.CoordinationV1().Leases(testNS).Create(h.ctx, old, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c.obs.record(created, h.clk.Now())
+	h.c.step(h.ctx)
+	f := h.fence(key)
+	if ptr.Deref(f.Spec.HolderIdentity, "") != "r0" {
+		t.Fatalf("fence not taken over: %+v", f)
+	}
+	if got := f.Annotations[hubapi.ShardBucketsAnnotation]; got != "4" {
+		t.Errorf("%s = %q on the taken-over fence, want 4", hubapi.ShardBucketsAnnotation, got)
+	}
+	if got := f.Annotations[hubapi.FenceKeyAnnotation]; got != key {
+		t.Errorf("%s = %q, want %s", hubapi.FenceKeyAnnotation, got, key)
+	}
+	if why := h.c.obs.layoutConflict(h.clk.Now(), "r1", 4); why != "" {
+		t.Errorf("a replica of the same layout sees a conflict: %s", why)
+	}
+}

@@ -107,9 +107,10 @@ func fairness(ctx context.Context, cp *testbed.ControlPlane, flood, rounds int) 
 	r := []Result{
 		{Case: fmt.Sprintf("fairness: quiet namespace's 10, alone (%d rounds)", rounds), N: n, MedianMS: benchutil.MS(benchutil.Quantile(idle, 0.5)), P99MS: benchutil.MS(benchutil.Quantile(idle, 0.99))},
 		{Case: fmt.Sprintf("fairness: quiet namespace's 10, beside a backlog of %d (--issuance-rate %d, %d rounds)", flood, fairnessRate, rounds), N: n,
-			MedianMS: benchutil.MS(benchutil.Quantile(loaded, 0.5)), P99MS: benchutil.MS(benchutil.Quantile(loaded, 0.99))},
+			MedianMS: benchutil.MS(benchutil.Quantile(loaded, 0.5)), P99MS: benchutil.MS(benchutil.Quantile(loaded, 0.99)),
+			Tokens: map[string]int{"quiet": n, "flood": floodTokens}},
 	}
-	benchutil.Logf("fairness (--issuance-reserve %.2f, %d rounds of 10): quiet p50/p99 alone %.0f/%.0f ms, beside the backlog %.0f/%.0f ms (p99 ratio %.2f, goal ≤ 2); rounds' p99 alone %.0f, beside %.0f ms; while the quiet %d waited (%.1fs) the flood got %d issuances",
+	benchutil.Logf("fairness (--issuance-reserve %.2f, %d rounds of 10): quiet p50/p99 alone %.0f/%.0f ms, beside the backlog %.0f/%.0f ms (p99 ratio %.2f, goal ≤ 2); rounds' p99 alone %.0f, beside %.0f ms; tokens used while the quiet %d waited (%.1fs): quiet %[10]d, flood %[12]d",
 		reserve, rounds, r[0].MedianMS, r[0].P99MS, r[1].MedianMS, r[1].P99MS, r[1].P99MS/r[0].P99MS, idleP99s, loadedP99s, n, to.Sub(from).Seconds(), floodTokens)
 	return r, nil
 }

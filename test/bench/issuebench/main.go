@@ -50,6 +50,9 @@ type Result struct {
 	P99MS         float64            `json:"p99Ms,omitempty"`
 	WallS         float64            `json:"wallSeconds,omitempty"`
 	PerSec        float64            `json:"certsPerSecond,omitempty"`
+	// Tokens are the budget's tokens each namespace used (issuances made)
+	// while the case was measured: the fairness row's share per tenant.
+	Tokens map[string]int `json:"tokensByNamespace,omitempty"`
 }
 
 // reserve is the fairness case's --issuance-reserve; fairnessRounds how

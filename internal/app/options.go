@@ -66,7 +66,7 @@ func addRunFlags(fs *pflag.FlagSet, o *hub.Options) {
 	fs.DurationVar(&o.Shard.RetryPeriod, "shard-retry-period", o.Shard.RetryPeriod, "Decision loop tick and retry interval (--shard-renew-deadline > 1.2 × this)")
 	fs.DurationVar(&o.Shard.RenewInterval, "shard-renew-interval", o.Shard.RenewInterval, "How often held Leases are renewed (< --shard-renew-deadline)")
 	fs.DurationVar(&o.Shard.MaxClockSkew, "shard-max-clock-skew", o.Shard.MaxClockSkew, "How far replica clocks may differ: a Lease not renewed for --shard-lease-duration + this (by its renewTime) is expired even when first seen; negative: judge only by when this replica saw it change")
-	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases instead of one per cluster (0: one per cluster); same on every replica")
+	fs.IntVar(&o.Shard.Buckets, "shard-buckets", o.Shard.Buckets, "Hash clusters into this many fence Leases (0: one per cluster); replicas of different values hold no fence until they agree, so a rollout that changes it pauses issuance until it ends")
 	fs.IntVar(&o.Shard.Standby, "shard-standby", o.Shard.Standby, "Clusters this replica keeps warm besides those it owns (connected and cached, not written to): the ones it would take over first, so their failover needs no connection or cache sync")
 	fs.Float64Var(&o.Shard.Weight, "shard-weight", o.Shard.Weight, "Relative share of clusters this replica takes")
 	fs.StringVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run, as cert-manager's flag: \"*\" is every one, \"-name\" turns one off (e.g. *,-gateway-shim); optional ones: "+strings.Join(hub.OptionalControllers, ", "))

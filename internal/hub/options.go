@@ -233,6 +233,7 @@ func NewOptions() *Options {
 			RetryPeriod:   shard.DefaultRetryPeriod,
 			RenewInterval: shard.DefaultRenewInterval,
 			MaxClockSkew:  shard.DefaultMaxClockSkew,
+			Buckets:       shard.DefaultBuckets,
 			Weight:        1,
 		},
 	}

@@ -22,6 +22,15 @@ const (
 	DefaultRenewInterval = 5 * time.Second
 	// DefaultMaxClockSkew: NTP keeps nodes well within a second of each other.
 	DefaultMaxClockSkew = time.Second
+	// DefaultBuckets is the fence layout of Options.Buckets' flag
+	// (--shard-buckets): 128 buckets are right at every fleet size measured.
+	// A fleet of N clusters uses min(N, ~128) fence Leases (at 150 clusters
+	// 91 of them, most guarding one cluster, as per-cluster fences would),
+	// so the hub's Lease renewals stay under ~26/s from 1,000 clusters to
+	// 10,000 and beyond; over 3 replicas the split stays within max/min
+	// 1.06 and a 4th replica moves 27–31 % of the clusters (ten name sets at
+	// 150, 1,000, 3,000 and 10,000 clusters; docs/benchmarks.md).
+	DefaultBuckets = 128
 	// DefaultPeerPrefix and DefaultFencePrefix name the Leases.
 	DefaultPeerPrefix  = "certhub-peer"
 	DefaultFencePrefix = "certhub-shard"
@@ -64,8 +73,9 @@ type Options struct {
 	RenewInterval time.Duration
 
 	// Buckets, when > 0, hashes clusters into that many virtual shards with
-	// one fence Lease each (for thousands of clusters). 0 means one fence per
-	// cluster. Every replica must use the same value. Defaults to 0.
+	// one fence Lease each. 0 means one fence per cluster. Replicas that
+	// differ hold no fence until they agree (layout.go). Defaults to 0 here;
+	// the hub's flag defaults to DefaultBuckets.
 	Buckets int
 	// Standby is how many clusters this replica keeps warm besides those it
 	// owns: connected, cache synced, never written to — the ones it would

@@ -82,13 +82,14 @@ func TestFrozenWriterWritesNothingAfterTakeover(t *testing.T) {
 }
 
 // frozenIdentity picks a replica identity that rendezvous hashing gives
-// victim and not neighbour, next to the in-process replica-0.
+// victim's fence and not neighbour's, next to the in-process replica-0 (both
+// with the default --shard-buckets).
 func frozenIdentity(t *testing.T, victim, neighbour string) string {
 	t.Helper()
 	for i := range 100 {
 		id := fmt.Sprintf("frozen-%d", i)
 		peers := []shard.Peer{{ID: "replica-0"}, {ID: id}}
-		if shard.Assign(victim, peers) == id && shard.Assign(neighbour, peers) == "replica-0" {
+		if shard.Assign(shard.FenceKey(victim, shard.DefaultBuckets), peers) == id && shard.Assign(shard.FenceKey(neighbour, shard.DefaultBuckets), peers) == "replica-0" {
 			return id
 		}
 	}
@@ -102,7 +103,7 @@ func waitHolder(t *testing.T, cluster, id string) {
 	var holder string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		fences, err := fleet.FenceHolders(ctx, bed.Hub.Client, bed.HubNamespace())
-		holder = fences[cluster].Holder
+		holder = fences.Of(cluster).Holder
 		return err == nil && holder == id, nil
 	})
 	if err != nil {

@@ -29,6 +29,12 @@ func certificate(name string) *cmapi.Certificate {
 // waitAllReady waits until every Certificate in every cluster's test namespace is Ready.
 func waitAllReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	waitAllReadyIn(t, ns, timeout)
+}
+
+// waitAllReadyIn waits until every Certificate in namespace of every cluster is Ready.
+func waitAllReadyIn(t testing.TB, ns string, timeout time.Duration) {
+	t.Helper()
 	var notReady []string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		notReady = notReady[:0]
@@ -94,13 +100,18 @@ func prepare(t testing.TB) (*fleet.Auditor, fleet.Config) {
 // trickle creates a Certificate "<prefix>-NNNN" every interval, round robin
 // over the clusters, until the returned stop is called (stop waits for it).
 func trickle(prefix string, every time.Duration) (stop func()) {
+	return trickleIn(ns, prefix, every)
+}
+
+// trickleIn is trickle into namespace.
+func trickleIn(ns, prefix string, every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {
 			cp := bed.Downstreams[i%len(bed.Downstreams)]
-			_ = cp.Client.Create(ctx, certificate(fmt.Sprintf("%s-%04d", prefix, i)))
+			_ = cp.Client.Create(ctx, fixture.Certificate(ns, fmt.Sprintf("%s-%04d", prefix, i), issuerName))
 			select {
 			case <-ctx.Done():
 			case <-time.After(every):
@@ -117,8 +128,8 @@ func fenceHolders(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	for k, f := range fences {
-		out[k] = f.Holder
+	for _, cp := range bed.Downstreams {
+		out[cp.Name] = fences.Of(cp.Name).Holder
 	}
 	return out, nil
 }

@@ -158,7 +158,7 @@ func waitOwner(ctx context.Context, t *testing.T, hub client.Client, replicas ma
 		if err != nil {
 			return false, nil
 		}
-		f := fences[clusterName]
+		f := fences.Of(clusterName)
 		owner = f.Holder
 		return replicas[owner] != nil && time.Now().Before(f.Expires), nil
 	})

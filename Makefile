@@ -135,7 +135,7 @@ bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME, migrat
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/migratebench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/crbench
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/discobench
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 $(BENCH_FLAGS)
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 -assignment-sizes 150,1000,10000 $(BENCH_FLAGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -only certhub -clusters 1000 -kills 2 -window 60s
 
 .PHONY: fuzz

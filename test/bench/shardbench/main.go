@@ -38,8 +38,8 @@ import (
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
-// buckets is the bucket count of the bucketed mode.
-const buckets = 32
+// buckets is the bucket count of the bucketed modes: the default.
+const buckets = shard.DefaultBuckets
 
 // mode is one coordinator configuration under test.
 type mode struct {
@@ -83,9 +83,22 @@ func main() {
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/shard-<time>.json)")
 	only := flag.String("only", "", "run only the modes whose names contain this")
 	modes := flag.String("modes", "", "run only these modes (comma-separated, exact names)")
+	sizes := flag.String("assignment-sizes", "", "first print the fence layouts' balance and movement, computed, at these fleet sizes (comma-separated)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 
+	if *sizes != "" {
+		var ns []int
+		for _, f := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "shardbench: -assignment-sizes: %q is not a fleet size\n", f)
+				os.Exit(2)
+			}
+			ns = append(ns, n)
+		}
+		printAssignment(os.Stdout, assignment(ns))
+	}
 	if err := run(*clusters, *servers, *kills, *window, *out, *only, *modes); err != nil {
 		fmt.Fprintln(os.Stderr, "shardbench:", err)
 		os.Exit(1)
@@ -105,10 +118,10 @@ func run(clusters, servers, kills int, window time.Duration, out, only, exact st
 	}
 	modes := []mode{
 		{Name: "upstream coordinator/sharded", Args: []string{"--shard-coordinator=upstream"}, FencePrefix: "mcr-shard-", Failover: true},
-		{Name: "certhub shard", Args: []string{"--shard-coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true},
-		{Name: "certhub shard, warm standbys", Args: []string{"--shard-coordinator=certhub"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
-		{Name: "certhub shard, 32 buckets", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true},
-		{Name: "certhub shard, 32 buckets, warm standbys", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true, Warm: true},
+		{Name: "certhub shard, per-cluster fences", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=0"}, FencePrefix: "certhub-shard-", Failover: true},
+		{Name: "certhub shard, per-cluster fences, warm standbys", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=0"}, FencePrefix: "certhub-shard-", Failover: true, Warm: true},
+		{Name: "certhub shard, " + strconv.Itoa(buckets) + " buckets (default)", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true},
+		{Name: "certhub shard, " + strconv.Itoa(buckets) + " buckets (default), warm standbys", Args: []string{"--shard-coordinator=certhub", "--shard-buckets=" + strconv.Itoa(buckets)}, FencePrefix: "certhub-shard-bucket-", Failover: true, Warm: true},
 	}
 	var results []Result
 	for _, m := range modes {

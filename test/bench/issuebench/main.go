@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,7 +71,19 @@ func main() {
 	flag.Float64Var(&reserve, "issuance-reserve", budget.DefaultReserve, "The fairness case's hub --issuance-reserve (0: none, to compare)")
 	flag.IntVar(&fairnessRounds, "fairness-rounds", 5, "How many times the fairness case's quiet 10 are created, alone and beside the backlog (latencies pooled)")
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the run (the in-process hub and the bench) to this file")
+	traceOut := flag.String("trace", "", "Write an execution trace of the run to this file (go tool trace -pprof=net|sync|sched: where the reconciles wait)")
 	flag.Parse()
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "issuebench:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -86,6 +99,7 @@ func main() {
 	if err := run(*n, *burst, *out, *cases); err != nil {
 		fmt.Fprintln(os.Stderr, "issuebench:", err)
 		pprof.StopCPUProfile()
+		trace.Stop()
 		os.Exit(1)
 	}
 }

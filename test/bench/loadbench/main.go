@@ -12,6 +12,11 @@
 //     the same run's raw pki rate; then again with the replicas restarted
 //     with --issuance-rate (-rotation-rate): the measured rate and the spread
 //     of completion times.
+//   - The bed's ceiling: after P9, with the replicas stopped, a minimal
+//     client makes the writes certhub makes per certificate (Secret apply,
+//     status update, Event) after a key generation and a signature, for
+//     every Certificate, at 12 and at 32 workers: P2 and P9 are printed as
+//     a fraction of the best.
 //   - P6 memory: the RSS of one replica process serving 1, 10, 50 and 100
 //     clusters (namespace-scoped registrations sharing two API servers), 10
 //     Certificates each, all issued and idle; MiB per cluster is the slope.
@@ -66,6 +71,25 @@ type Throughput struct {
 	RatioToRaw                float64            `json:"ratioToRaw"`
 	WritesPerCert             float64            `json:"downstreamWritesPerCertificate"`
 	WritesBy                  map[string]float64 `json:"downstreamWritesPerCertificateBy"`
+	// Ceiling is the bed's own rate, measured after P9 in the same run.
+	Ceiling []Ceiling `json:"ceiling"`
+}
+
+// best is the highest ceiling measured (0 when none was).
+func (tp Throughput) best() float64 {
+	b := 0.0
+	for _, c := range tp.Ceiling {
+		b = max(b, c.PerSec)
+	}
+	return b
+}
+
+// ofCeiling is perSec as a fraction of the run's ceiling, for the tables.
+func (tp Throughput) ofCeiling(perSec float64) string {
+	if tp.best() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", 100*perSec/tp.best())
 }
 
 // Rotation is a row of P9: a CA rotation re-issuing every Certificate of P2.
@@ -149,16 +173,19 @@ func main() {
 		}
 		res["throughput"], res["rotation"] = tp, rots
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT")
-		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%.0f | %.0f\t%.2f\t%.2f\n", tp.Certs, tp.Clusters, tp.Replicas,
-			tp.WallSeconds, tp.PerSec, tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert)
+		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tOF THE BED'S CEILING\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT")
+		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%s\t%.0f | %.0f\t%.2f\t%.2f\n", tp.Certs, tp.Clusters, tp.Replicas,
+			tp.WallSeconds, tp.PerSec, tp.ofCeiling(tp.PerSec), tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert)
+		for _, c := range tp.Ceiling {
+			fmt.Fprintf(tw, "  ceiling: the same writes by a minimal client, %d workers, no hub\t%d\t-\t-\t%.1f\t\t\t\t%.2f\n", c.Workers, tp.Clusters, c.PerSec, c.WritesPerCert)
+		}
 		_ = tw.Flush()
 		fmt.Printf("  writes per certificate: %v\n", tp.WritesBy)
 		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nP9 MASS RE-ISSUE (CA rotated, one wave)\tCLUSTERS\tREPLICAS\t--issuance-rate\tWALL (first → last)\tCERTS/S\tCOMPLETION p50 | p90 | max\tRAW PKI CERTS/S (same run)")
+		fmt.Fprintln(tw, "\nP9 MASS RE-ISSUE (CA rotated, one wave)\tCLUSTERS\tREPLICAS\t--issuance-rate\tWALL (first → last)\tCERTS/S\tOF THE BED'S CEILING\tCOMPLETION p50 | p90 | max\tRAW PKI CERTS/S (same run)")
 		for _, r := range rots {
-			fmt.Fprintf(tw, "%d Certificates, already Ready\t%d\t%d\t%v\t%.1fs\t%.1f\t%.1fs | %.1fs | %.1fs\t%.0f\n", r.Certs, r.Clusters, r.Replicas,
-				r.IssuanceRate, r.WallSeconds, r.PerSec, r.P50, r.P90, r.Max, tp.RawPerSec)
+			fmt.Fprintf(tw, "%d Certificates, already Ready\t%d\t%d\t%v\t%.1fs\t%.1f\t%s\t%.1fs | %.1fs | %.1fs\t%.0f\n", r.Certs, r.Clusters, r.Replicas,
+				r.IssuanceRate, r.WallSeconds, r.PerSec, tp.ofCeiling(r.PerSec), r.P50, r.P90, r.Max, tp.RawPerSec)
 		}
 		_ = tw.Flush()
 	}
@@ -307,7 +334,7 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 		return tp, rots, err
 	}
 	owners := map[string]string{}
-	for c, f := range fences {
+	for c, f := range fences.ByKey {
 		owners[c] = f.Holder
 	}
 	benchutil.Logf("P2: owners %v", owners)
@@ -391,6 +418,15 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 			return tp, rots, fmt.Errorf("P9 with --issuance-rate: %w", err)
 		}
 		rots = append(rots, r)
+	}
+	// The ceiling: the replicas stop, and a minimal client makes the same
+	// writes against the same bed.
+	for _, p := range running {
+		benchutil.Stop(p, syscall.SIGTERM)
+	}
+	running = nil
+	if tp.Ceiling, err = ceiling(ctx, bed, ns); err != nil {
+		return tp, rots, fmt.Errorf("ceiling: %w", err)
 	}
 	return tp, rots, nil
 }

@@ -79,7 +79,8 @@ type Rotation interface {
 	// Override returns the next CA's issuer and signing certificate when
 	// cluster must sign with it for ref now.
 	Override(ctx context.Context, cluster multicluster.ClusterName, ref cmmeta.IssuerReference) (issuance.Issuer, *x509.Certificate, bool, error)
-	// Subscribe calls fn after every phase or wave change.
+	// Subscribe calls fn after every phase or wave change, and when a
+	// cluster's bundles come to hold the next CA.
 	Subscribe(fn func())
 }
 
@@ -317,7 +318,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		opts.Policy.Subscribe(feed.kick)
 	}
 	if opts.Rotation != nil {
-		opts.Rotation.Subscribe(feed.kickAll) // a wave started: its clusters' Certificates are decided again
+		opts.Rotation.Subscribe(feed.kickAll) // a wave started, or a cluster's bundles hold the next CA: its Certificates are decided again
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").

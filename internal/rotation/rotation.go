@@ -122,7 +122,8 @@ func New(opts Options, log logr.Logger) (*Rotator, error) {
 	return r, nil
 }
 
-// Subscribe calls fn after every phase or wave change.
+// Subscribe calls fn after every phase or wave change, and when a
+// cluster's bundles come to hold a rotating CA's next key pair.
 func (r *Rotator) Subscribe(fn func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -310,6 +311,30 @@ func (r *Rotator) remove(ctx context.Context, issuer string) {
 	r.stuck.DeleteLabelValues(issuer)
 }
 
+// setPublished records which clusters' bundles hold issuer's next CA and
+// tells the subscribers when a cluster holds it that did not at the last
+// step: its Certificates may now move (bundle first). A cluster engaged only
+// after its wave started — its owner restarted, or it was unreachable — is
+// then decided again at once; the wave's own change had passed it by, and
+// it waited for its next resync (found by loadbench: three clusters of a
+// replica restarted as a rotation began kept the old CA for minutes).
+func (r *Rotator) setPublished(issuer string, published map[multicluster.ClusterName]bool) {
+	r.mu.Lock()
+	old, seen := r.published[issuer]
+	r.published[issuer] = published
+	gained := false
+	for name := range published {
+		gained = gained || !old[name]
+	}
+	subs := slices.Clone(r.subs)
+	r.mu.Unlock()
+	if seen && gained {
+		for _, fn := range subs {
+			fn()
+		}
+	}
+}
+
 // set records s as the state of issuer and tells the subscribers when the
 // phase or wave changed.
 func (r *Rotator) set(issuer string, s *State) {
@@ -376,9 +401,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 			published[name] = true
 		}
 	}
-	r.mu.Lock()
-	r.published[iss.Name] = published
-	r.mu.Unlock()
+	r.setPublished(iss.Name, published)
 	in := stepInput{view: view, waveOf: waveOf, waves: waves, resume: iss.Annotations[hubapi.RotationResumeAnnotation], force: iss.Annotations[hubapi.RotationForceAnnotation],
 		withdrawn: withdrawn, finished: withdrawn && iss.Spec.CA.SecretName == s.Next}
 	notes, remove := advance(s, in, timings{Soak: r.opts.Soak, Pause: r.opts.Pause, Deadline: r.opts.Deadline, Grace: r.opts.Grace}, now)

@@ -82,3 +82,31 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// Subscribers hear when a cluster's bundles come to hold the next CA after
+// the first step saw them not: a cluster engaged after its wave started
+// moves then, not at its next resync. Nothing new, nothing said.
+func TestSubscribersHearOfANewlyPublishedCluster(t *testing.T) {
+	r := &Rotator{published: map[string]map[multicluster.ClusterName]bool{}}
+	calls := 0
+	r.Subscribe(func() { calls++ })
+	for _, tc := range []struct {
+		published []multicluster.ClusterName
+		want      int
+	}{
+		{published: []multicluster.ClusterName{"east"}, want: 0},         // the first step: the phase change tells
+		{published: []multicluster.ClusterName{"east"}, want: 0},         // nothing new
+		{published: []multicluster.ClusterName{"east", "west"}, want: 1}, // west engaged late, published now
+		{published: []multicluster.ClusterName{"west"}, want: 1},         // east no longer seen: nothing to move
+		{published: []multicluster.ClusterName{"west", "east"}, want: 2}, // east back
+	} {
+		m := map[multicluster.ClusterName]bool{}
+		for _, n := range tc.published {
+			m[n] = true
+		}
+		r.setPublished("ca", m)
+		if calls != tc.want {
+			t.Fatalf("after %v: %d calls, want %d", tc.published, calls, tc.want)
+		}
+	}
+}

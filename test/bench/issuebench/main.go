@@ -104,6 +104,21 @@ func main() {
 	}
 }
 
+// P1's goal for ECDSA (issue 34): p50 ≤ 10 ms, p99 ≤ 25 ms.
+const p1GoalP50, p1GoalP99 = 10.0, 25.0
+
+// p1Goal says how r stands against P1's goal, for the ECDSA row.
+func p1Goal(alg string, r Result) string {
+	if !strings.HasPrefix(alg, "ECDSA") {
+		return ""
+	}
+	verdict := "met"
+	if r.MedianMS > p1GoalP50 || r.P99MS > p1GoalP99 {
+		verdict = "missed"
+	}
+	return fmt.Sprintf(" (P1 goal p50 ≤ %.0f ms, p99 ≤ %.0f ms: %s)", p1GoalP50, p1GoalP99, verdict)
+}
+
 func run(n, burst int, out, cases string) error {
 	want := func(c string) bool { return strings.Contains(","+cases+",", ","+c+",") }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -183,8 +198,8 @@ func run(n, burst int, out, cases string) error {
 		r := Result{Case: "create→Ready, sequential, " + alg.name, N: n, MedianMS: benchutil.MS(benchutil.Quantile(ds, 0.5)),
 			P90MS: benchutil.MS(benchutil.Quantile(ds, 0.9)), P99MS: benchutil.MS(benchutil.Quantile(ds, 0.99))}
 		r.WritesPerCert, r.WritesBy = benchutil.WritesPerCert(benchutil.Delta(before, after), n)
-		benchutil.Logf("%s: median %.1f ms, p90 %.1f ms, p99 %.1f ms; %.2f downstream writes per certificate %v",
-			r.Case, r.MedianMS, r.P90MS, r.P99MS, r.WritesPerCert, r.WritesBy)
+		benchutil.Logf("%s: median %.1f ms, p90 %.1f ms, p99 %.1f ms; %.2f downstream writes per certificate %v%s",
+			r.Case, r.MedianMS, r.P90MS, r.P99MS, r.WritesPerCert, r.WritesBy, p1Goal(alg.name, r))
 		results = append(results, r)
 	}
 

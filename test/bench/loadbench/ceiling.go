@@ -31,6 +31,8 @@ type Ceiling struct {
 	PerSec        float64            `json:"certsPerSecond"`
 	WritesPerCert float64            `json:"downstreamWritesPerCertificate"`
 	WritesBy      map[string]float64 `json:"downstreamWritesPerCertificateBy"`
+	// CPUPerCert is the CPU seconds per certificate by kind of process.
+	CPUPerCert map[string]float64 `json:"cpuSecondsPerCertificate"`
 }
 
 // ceilingWorkers are the concurrencies the ceiling is measured at: the
@@ -75,6 +77,10 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 			}
 		}
 		benchutil.Logf("ceiling: re-issuing %d Certificates with %d workers, no hub", len(jobs), workers)
+		cpuBefore, err := benchutil.CPUSeconds()
+		if err != nil {
+			return out, err
+		}
 		queue := make(chan job)
 		errs := make([]error, workers)
 		var wg sync.WaitGroup
@@ -94,6 +100,10 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 		close(queue)
 		wg.Wait()
 		wall := time.Since(start)
+		cpuAfter, err := benchutil.CPUSeconds()
+		if err != nil {
+			return out, err
+		}
 		for _, err := range errs {
 			if err != nil {
 				return out, err
@@ -109,7 +119,8 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 				total[k] += v
 			}
 		}
-		c := Ceiling{Certs: len(jobs), Workers: workers, PerSec: float64(len(jobs)) / wall.Seconds()}
+		c := Ceiling{Certs: len(jobs), Workers: workers, PerSec: float64(len(jobs)) / wall.Seconds(),
+			CPUPerCert: benchutil.CPUDelta(cpuBefore, cpuAfter, len(jobs), cpuKinds...)}
 		c.WritesPerCert, c.WritesBy = benchutil.WritesPerCert(total, len(jobs))
 		benchutil.Logf("ceiling: %d in %.1fs with %d workers: %.1f certs/s, %.2f writes each", len(jobs), wall.Seconds(), workers, c.PerSec, c.WritesPerCert)
 		out = append(out, c)

@@ -16,7 +16,12 @@
 //     client makes the writes certhub makes per certificate (Secret apply,
 //     status update, Event) after a key generation and a signature, for
 //     every Certificate, at 12 and at 32 workers: P2 and P9 are printed as
-//     a fraction of the best.
+//     a fraction of the best. CPU seconds per certificate of the replicas,
+//     the API servers, etcd and the bench are printed beside P9 and it.
+//   - The peer: then cert-manager v1.21's own controllers, one instance per
+//     cluster with a CA ClusterIssuer, issue as many Certificates created
+//     at once (P2's work) and re-issue them all (`cmctl renew`, P9's work),
+//     on the same bed in the same run.
 //   - P6 memory: the RSS of one replica process serving 1, 10, 50 and 100
 //     clusters (namespace-scoped registrations sharing two API servers), 10
 //     Certificates each, all issued and idle; MiB per cluster is the slope.
@@ -71,8 +76,14 @@ type Throughput struct {
 	RatioToRaw                float64            `json:"ratioToRaw"`
 	WritesPerCert             float64            `json:"downstreamWritesPerCertificate"`
 	WritesBy                  map[string]float64 `json:"downstreamWritesPerCertificateBy"`
+	// CPUPerCert is the CPU seconds per certificate each kind of process
+	// used from the first create until all were Ready.
+	CPUPerCert map[string]float64 `json:"cpuSecondsPerCertificate"`
 	// Ceiling is the bed's own rate, measured after P9 in the same run.
 	Ceiling []Ceiling `json:"ceiling"`
+	// Peer is cert-manager in every cluster doing P2's and P9's work, after
+	// the ceiling in the same run.
+	Peer *Peer `json:"peer,omitempty"`
 }
 
 // best is the highest ceiling measured (0 when none was).
@@ -97,11 +108,31 @@ type Rotation struct {
 	Certs, Clusters, Replicas int
 	// IssuanceRate is the replicas' --issuance-rate (0: none).
 	IssuanceRate float64 `json:"issuanceRate"`
-	// WallSeconds: from the first Certificate re-issued to the last.
-	WallSeconds float64 `json:"wallSeconds"`
-	PerSec      float64 `json:"certsPerSecond"`
+	// WallSeconds: from the first Certificate re-issued to the last;
+	// FromTriggerSeconds from the rotation asked for to the last.
+	WallSeconds        float64 `json:"wallSeconds"`
+	FromTriggerSeconds float64 `json:"fromTriggerSeconds"`
+	PerSec             float64 `json:"certsPerSecond"`
 	// P50, P90, Max: completion times after the first, seconds.
 	P50, P90, Max float64
+	// CPUPerCert is the CPU seconds per certificate each kind of process
+	// used from the rotation's start until the last was re-issued.
+	CPUPerCert map[string]float64 `json:"cpuSecondsPerCertificate"`
+}
+
+// cpuKinds are the processes whose CPU the P9 and ceiling rows account.
+var cpuKinds = []string{"certhub", "kube-apiserver", "etcd", "bench"}
+
+// cpuColumn prints CPU seconds per certificate by kind, in milliseconds.
+func cpuColumn(m map[string]float64) string {
+	if m == nil {
+		return "-"
+	}
+	total := 0.0
+	for _, k := range cpuKinds {
+		total += m[k]
+	}
+	return fmt.Sprintf("%.1f (hub %.1f, apiservers %.1f, etcd %.1f, bench %.1f)", 1000*total, 1000*m["certhub"], 1000*m["kube-apiserver"], 1000*m["etcd"], 1000*m["bench"])
 }
 
 // ShardedMemory is P6'.
@@ -173,19 +204,30 @@ func main() {
 		}
 		res["throughput"], res["rotation"] = tp, rots
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tOF THE BED'S CEILING\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT")
-		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%s\t%.0f | %.0f\t%.2f\t%.2f\n", tp.Certs, tp.Clusters, tp.Replicas,
-			tp.WallSeconds, tp.PerSec, tp.ofCeiling(tp.PerSec), tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert)
+		fmt.Fprintln(tw, "\nP2 THROUGHPUT (ECDSA P-256, CA issuer)\tCLUSTERS\tREPLICAS\tWALL\tCERTS/S\tOF THE BED'S CEILING\tRAW PKI CERTS/S (all cores | 1 core)\tRATIO TO RAW\tDOWNSTREAM WRITES/CERT\tCPU ms PER CERT")
+		fmt.Fprintf(tw, "%d Certificates created at once\t%d\t%d\t%.1fs\t%.1f\t%s\t%.0f | %.0f\t%.2f\t%.2f\t%s\n", tp.Certs, tp.Clusters, tp.Replicas,
+			tp.WallSeconds, tp.PerSec, tp.ofCeiling(tp.PerSec), tp.RawPerSec, tp.RawSerialPerSec, tp.RatioToRaw, tp.WritesPerCert, cpuColumn(tp.CPUPerCert))
 		for _, c := range tp.Ceiling {
-			fmt.Fprintf(tw, "  ceiling: the same writes by a minimal client, %d workers, no hub\t%d\t-\t-\t%.1f\t\t\t\t%.2f\n", c.Workers, tp.Clusters, c.PerSec, c.WritesPerCert)
+			fmt.Fprintf(tw, "  ceiling: the same writes by a minimal client, %d workers, no hub\t%d\t-\t-\t%.1f\t\t\t\t%.2f\t%s\n", c.Workers, tp.Clusters, c.PerSec, c.WritesPerCert, cpuColumn(c.CPUPerCert))
+		}
+		if pr := tp.Peer; pr != nil {
+			fmt.Fprintf(tw, "  peer: cert-manager v1.21 in every cluster, %d Certificates created at once\t%d\t%d instances\t%.1fs\t%.1f\t%s\t\t\t%.2f\t%s, cert-manager in the bench process\n", pr.Certs, pr.Clusters, pr.Clusters, pr.IssueWallSeconds, pr.IssuePerSec, tp.ofCeiling(pr.IssuePerSec), pr.IssueWritesPerCert, cpuColumn(pr.IssueCPUPerCert))
 		}
 		_ = tw.Flush()
 		fmt.Printf("  writes per certificate: %v\n", tp.WritesBy)
 		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nP9 MASS RE-ISSUE (CA rotated, one wave)\tCLUSTERS\tREPLICAS\t--issuance-rate\tWALL (first → last)\tCERTS/S\tOF THE BED'S CEILING\tCOMPLETION p50 | p90 | max\tRAW PKI CERTS/S (same run)")
+		fmt.Fprintln(tw, "\nP9 MASS RE-ISSUE (CA rotated, one wave)\tCLUSTERS\tREPLICAS\t--issuance-rate\tWALL (first → last)\tCERTS/S\tOF THE BED'S CEILING\tASKED → LAST\tCOMPLETION p50 | p90 | max\tRAW PKI CERTS/S (same run)\tCPU ms PER CERT")
 		for _, r := range rots {
-			fmt.Fprintf(tw, "%d Certificates, already Ready\t%d\t%d\t%v\t%.1fs\t%.1f\t%s\t%.1fs | %.1fs | %.1fs\t%.0f\n", r.Certs, r.Clusters, r.Replicas,
-				r.IssuanceRate, r.WallSeconds, r.PerSec, tp.ofCeiling(r.PerSec), r.P50, r.P90, r.Max, tp.RawPerSec)
+			fmt.Fprintf(tw, "%d Certificates, already Ready\t%d\t%d\t%v\t%.1fs\t%.1f\t%s\t%.1fs\t%.1fs | %.1fs | %.1fs\t%.0f\t%s\n", r.Certs, r.Clusters, r.Replicas,
+				r.IssuanceRate, r.WallSeconds, r.PerSec, tp.ofCeiling(r.PerSec), r.FromTriggerSeconds, r.P50, r.P90, r.Max, tp.RawPerSec, cpuColumn(r.CPUPerCert))
+		}
+		for _, c := range tp.Ceiling {
+			fmt.Fprintf(tw, "  ceiling: the same writes by a minimal client, %d workers\t%d\t-\t-\t-\t%.1f\t\t\t\t\t%s\n", c.Workers, tp.Clusters, c.PerSec, cpuColumn(c.CPUPerCert))
+		}
+		if pr := tp.Peer; pr != nil {
+			fmt.Fprintf(tw, "  peer: cert-manager v1.21 in every cluster, renewed (cmctl renew)\t%d\t%d instances\t-\t%.1fs\t%.1f\t%s\t%.1fs\t\t\t%s, cert-manager in the bench process\n", pr.Clusters, pr.Clusters,
+				pr.RenewWallSeconds, pr.RenewPerSec, tp.ofCeiling(pr.RenewPerSec), pr.RenewFromTriggerSeconds, cpuColumn(pr.CPUPerCert))
+			fmt.Printf("  peer's writes per certificate: %.2f %v (one status PUT each is the renew trigger)\n", pr.WritesPerCert, pr.WritesBy)
 		}
 		_ = tw.Flush()
 	}
@@ -346,6 +388,10 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 		}
 	}
 	benchutil.Logf("P2: creating %d Certificates across %d clusters", certs, clusters)
+	cpuBefore, err := benchutil.CPUSeconds()
+	if err != nil {
+		return tp, rots, err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, clusters)
@@ -375,6 +421,9 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 	}
 	wall := time.Since(start)
 	tp.WallSeconds, tp.PerSec = wall.Seconds(), float64(certs)/wall.Seconds()
+	if cpuAfter, err := benchutil.CPUSeconds(); err == nil {
+		tp.CPUPerCert = benchutil.CPUDelta(cpuBefore, cpuAfter, certs, cpuKinds...)
+	}
 	benchutil.Logf("P2: all %d Ready after %.1fs (creating took %.1fs): %.1f certs/s", certs, wall.Seconds(), created.Seconds(), tp.PerSec)
 
 	time.Sleep(2 * time.Second) // let the last status writes and events land before counting
@@ -428,6 +477,11 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 	if tp.Ceiling, err = ceiling(ctx, bed, ns); err != nil {
 		return tp, rots, fmt.Errorf("ceiling: %w", err)
 	}
+	pr, err := peer(ctx, bed, dir, ns, certs)
+	if err != nil {
+		return tp, rots, fmt.Errorf("cert-manager in every cluster: %w", err)
+	}
+	tp.Peer = &pr
 	return tp, rots, nil
 }
 
@@ -572,7 +626,12 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 	}); err != nil {
 		return r, err
 	}
+	triggered := time.Now()
 	benchutil.Logf("P9: rotating %s to %s (--issuance-rate=%v)", issuer, next, rate)
+	cpuBefore, err := benchutil.CPUSeconds()
+	if err != nil {
+		return r, err
+	}
 	done := map[string]time.Time{}
 	var first time.Time
 	deadline := time.Now().Add(20 * time.Minute)
@@ -607,11 +666,14 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 		ts = append(ts, at.Sub(first))
 	}
 	wall := benchutil.Quantile(ts, 1)
-	r.WallSeconds = wall.Seconds()
+	r.WallSeconds, r.FromTriggerSeconds = wall.Seconds(), first.Add(wall).Sub(triggered).Seconds()
 	if wall > 0 {
 		r.PerSec = float64(certs-1) / wall.Seconds()
 	}
 	r.P50, r.P90, r.Max = benchutil.Quantile(ts, 0.5).Seconds(), benchutil.Quantile(ts, 0.9).Seconds(), wall.Seconds()
+	if cpuAfter, err := benchutil.CPUSeconds(); err == nil {
+		r.CPUPerCert = benchutil.CPUDelta(cpuBefore, cpuAfter, certs, cpuKinds...)
+	}
 	benchutil.Logf("P9: %d re-issued in %.1fs after the first: %.1f certs/s", certs, wall.Seconds(), r.PerSec)
 	return r, setIssuer(func(ci *cmapi.ClusterIssuer) {
 		ci.Spec.CA.SecretName = next

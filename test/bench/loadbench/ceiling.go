@@ -44,15 +44,7 @@ var ceilingWorkers = []int{12, 32}
 // minimal way, once per entry of ceilingWorkers, and returns each run. No
 // replica may run meanwhile (they would take the Secrets back).
 func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error) {
-	caKey, err := pki.GenerateECPrivateKey(256)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl, err := pki.CertificateTemplateFromCertificate(&cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "ceiling CA", IsCA: true}})
-	if err != nil {
-		return nil, err
-	}
-	caPEM, ca, err := pki.SignCertificate(caTmpl, caTmpl, caKey.Public(), caKey)
+	caKey, ca, caPEM, err := newCA("ceiling CA")
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +55,7 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 			crt cmapi.Certificate
 		}
 		var jobs []job
-		before := make([]map[benchutil.Request]float64, len(bed.Downstreams))
-		for i, cp := range bed.Downstreams {
+		for _, cp := range bed.Downstreams {
 			list := &cmapi.CertificateList{}
 			if err := cp.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 				return out, err
@@ -72,9 +63,10 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 			for _, c := range list.Items {
 				jobs = append(jobs, job{cp.Client, c})
 			}
-			if before[i], err = benchutil.Requests(ctx, cp.Config); err != nil {
-				return out, err
-			}
+		}
+		before, err := requestsOf(ctx, bed)
+		if err != nil {
+			return out, err
 		}
 		benchutil.Logf("ceiling: re-issuing %d Certificates with %d workers, no hub", len(jobs), workers)
 		cpuBefore, err := benchutil.CPUSeconds()
@@ -109,23 +101,34 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 				return out, err
 			}
 		}
-		total := map[benchutil.Request]float64{}
-		for i, cp := range bed.Downstreams {
-			after, err := benchutil.Requests(ctx, cp.Config)
-			if err != nil {
-				return out, err
-			}
-			for k, v := range benchutil.Delta(before[i], after) {
-				total[k] += v
-			}
+		after, err := requestsOf(ctx, bed)
+		if err != nil {
+			return out, err
 		}
 		c := Ceiling{Certs: len(jobs), Workers: workers, PerSec: float64(len(jobs)) / wall.Seconds(),
 			CPUPerCert: benchutil.CPUDelta(cpuBefore, cpuAfter, len(jobs), cpuKinds...)}
-		c.WritesPerCert, c.WritesBy = benchutil.WritesPerCert(total, len(jobs))
+		c.WritesPerCert, c.WritesBy = benchutil.WritesPerCert(benchutil.Delta(before, after), len(jobs))
 		benchutil.Logf("ceiling: %d in %.1fs with %d workers: %.1f certs/s, %.2f writes each", len(jobs), wall.Seconds(), workers, c.PerSec, c.WritesPerCert)
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// newCA is a self-signed ECDSA CA named cn: its key, certificate and PEM.
+func newCA(cn string) (crypto.Signer, *x509.Certificate, []byte, error) {
+	key, err := pki.GenerateECPrivateKey(256)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpl, err := pki.CertificateTemplateFromCertificate(&cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: cn, IsCA: true}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	certPEM, cert, err := pki.SignCertificate(tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return key, cert, certPEM, nil
 }
 
 // reissueMinimal is one certificate the way certhub writes it, without

@@ -489,16 +489,7 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 // CA issuer's signing call) as Go benchmarks: on one goroutine, and on one
 // per core. It returns certificates per second for each.
 func rawPKI() (serial, parallel float64, err error) {
-	caKey, err := pki.GenerateECPrivateKey(256)
-	if err != nil {
-		return 0, 0, err
-	}
-	caCrt := &cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "bench CA", IsCA: true}}
-	caTmpl, err := pki.CertificateTemplateFromCertificate(caCrt)
-	if err != nil {
-		return 0, 0, err
-	}
-	_, ca, err := pki.SignCertificate(caTmpl, caTmpl, caKey.Public(), caKey)
+	caKey, ca, _, err := newCA("bench CA")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -57,15 +57,7 @@ const (
 // cert-manager would take them up too.
 func peer(ctx context.Context, bed *testbed.Bed, dir, done string, certs int) (Peer, error) {
 	p := Peer{Certs: certs, Clusters: len(bed.Downstreams)}
-	caKey, err := pki.GenerateECPrivateKey(256)
-	if err != nil {
-		return p, err
-	}
-	caTmpl, err := pki.CertificateTemplateFromCertificate(&cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "peer CA", IsCA: true}})
-	if err != nil {
-		return p, err
-	}
-	caPEM, _, err := pki.SignCertificate(caTmpl, caTmpl, caKey.Public(), caKey)
+	caKey, _, caPEM, err := newCA("peer CA")
 	if err != nil {
 		return p, err
 	}

@@ -46,6 +46,10 @@
 //     that keeps retrying it). Replicas agree while they see the same
 //     registrations and peers; while they briefly disagree, the fences keep
 //     one writer per cluster.
+//   - One fence layout at a time (layout.go): replicas announce Buckets on
+//     their peer Lease; one that sees a live peer or fence of another
+//     layout (a rollout of another --shard-buckets) holds no fence until it
+//     is gone, as two layouts guard a cluster with different Leases.
 //   - Connections: Wanted is true for the clusters this replica is assigned
 //     (holding or acquiring the fence) and for its standbys: the Standby
 //     clusters, highest score first, that the assignment without their

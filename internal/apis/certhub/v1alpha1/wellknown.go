@@ -135,7 +135,8 @@ const (
 	// FenceKeyAnnotation on a fence Lease names the cluster (or bucket) it guards.
 	FenceKeyAnnotation = KeyPrefix + "fence-key"
 	// ShardBucketsAnnotation on a bucket fence Lease is the bucket count
-	// (--shard-buckets), so readers can map a cluster to its bucket.
+	// (--shard-buckets), so readers can map a cluster to its bucket; on a
+	// peer Lease it is the replica's fence layout ("0": a fence per cluster).
 	ShardBucketsAnnotation = KeyPrefix + "shard-buckets"
 	// BudgetLabel marks the ACME budget ledger ConfigMaps (value "ledger").
 	BudgetLabel = KeyPrefix + "budget"

@@ -623,35 +623,11 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 	if err != nil {
 		return r, err
 	}
-	done := map[string]time.Time{}
-	var first time.Time
-	deadline := time.Now().Add(20 * time.Minute)
-	for len(done) < certs {
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("%d of %d re-issued after 20m", len(done), certs)
-		}
-		for _, cp := range bed.Downstreams {
-			list := &cmapi.CertificateList{}
-			if err := cp.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				c := &list.Items[i]
-				key := cp.Name + "/" + c.Name
-				if _, ok := done[key]; ok || c.Name == "warmup" {
-					continue
-				}
-				if rev := c.Status.Revision; rev != nil && *rev >= want && fixture.IsReady(c) {
-					now := time.Now()
-					done[key] = now
-					if first.IsZero() {
-						first = now
-					}
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
+	done, err := waitRevision(ctx, bed, ns, certs, want)
+	if err != nil {
+		return r, err
 	}
+	first, _ := span(done)
 	var ts []time.Duration
 	for _, at := range done {
 		ts = append(ts, at.Sub(first))

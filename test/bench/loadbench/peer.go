@@ -169,10 +169,11 @@ func peer(ctx context.Context, bed *testbed.Bed, dir, done string, certs int) (P
 			return p, err
 		}
 	}
-	first, last, err := waitRevision(ctx, bed, certs, 2)
+	renewed, err := waitRevision(ctx, bed, peerNS, certs, 2)
 	if err != nil {
 		return p, err
 	}
+	first, last := span(renewed)
 	cpuAfter, err := benchutil.CPUSeconds()
 	if err != nil {
 		return p, err
@@ -251,33 +252,46 @@ func renewAll(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// waitRevision polls until certs Certificates in the peer namespace have
-// revision ≥ want and are Ready; it returns when the first and the last did.
-func waitRevision(ctx context.Context, bed *testbed.Bed, certs, want int) (first, last time.Time, err error) {
-	done := map[string]bool{}
+// waitRevision polls until certs Certificates in namespace ns of every
+// downstream cluster (the warm-up aside) have revision ≥ want and are Ready;
+// it returns when each one was seen so, by cluster/name.
+func waitRevision(ctx context.Context, bed *testbed.Bed, ns string, certs, want int) (map[string]time.Time, error) {
+	done := map[string]time.Time{}
 	deadline := time.Now().Add(20 * time.Minute)
 	for len(done) < certs {
 		if time.Now().After(deadline) {
-			return first, last, fmt.Errorf("%d of %d re-issued by cert-manager after 20m", len(done), certs)
+			return done, fmt.Errorf("%d of %d re-issued after 20m", len(done), certs)
 		}
 		for _, cp := range bed.Downstreams {
 			list := &cmapi.CertificateList{}
-			if err := cp.Client.List(ctx, list, client.InNamespace(peerNS)); err != nil {
+			if err := cp.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 				continue
 			}
 			for i := range list.Items {
 				c := &list.Items[i]
 				key := cp.Name + "/" + c.Name
-				if rev := c.Status.Revision; !done[key] && rev != nil && *rev >= want && fixture.IsReady(c) {
-					done[key] = true
-					last = time.Now()
-					if first.IsZero() {
-						first = last
-					}
+				if _, ok := done[key]; ok || c.Name == "warmup" {
+					continue
+				}
+				if rev := c.Status.Revision; rev != nil && *rev >= want && fixture.IsReady(c) {
+					done[key] = time.Now()
 				}
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return first, last, nil
+	return done, nil
+}
+
+// span is the first and the last of the times in done.
+func span(done map[string]time.Time) (first, last time.Time) {
+	for _, at := range done {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last
 }

@@ -138,6 +138,11 @@ bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME, migrat
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -kills 3 -assignment-sizes 150,1000,10000 $(BENCH_FLAGS)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/shardbench -only certhub -clusters 1000 -kills 2 -window 60s
 
+SCALE_FLAGS ?=
+.PHONY: bench-scale
+bench-scale: envtest ## The fleet at 1,000, 3,000 and 10,000 clusters (5 replica processes, 10 API servers, 2 Certificates each): Ready, RSS, hub req/s, SIGKILL/SIGTERM (~1 h; SCALE_FLAGS, e.g. -sizes 1000)
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/scalebench $(SCALE_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## Run every Fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list ./internal/...); do \

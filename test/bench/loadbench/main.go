@@ -294,25 +294,9 @@ func splitComma(s string) []string {
 	return out
 }
 
-// startBed starts a hub and downstreams API servers with the CA ClusterIssuer,
-// and returns the flags a replica needs to serve it (the caller stops the bed).
+// startBed is benchutil.StartBed with the bench's CA ClusterIssuer.
 func startBed(ctx context.Context, what, dir string, downstreams int) (*testbed.Bed, []string, error) {
-	benchutil.Logf("%s: starting hub + %d downstream API servers", what, downstreams)
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
-		_ = bed.Stop()
-		return nil, nil, err
-	}
-	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
-	if err != nil {
-		_ = bed.Stop()
-		return nil, nil, err
-	}
-	return bed, []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, nil
+	return benchutil.StartBed(ctx, what, dir, downstreams, issuer)
 }
 
 func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput, []Rotation, error) {

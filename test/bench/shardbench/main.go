@@ -26,10 +26,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/certhub/certhub/internal/shard"
@@ -206,7 +204,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		return out
 	}
 	hub := bed.Hub.Client
-	holders := func() (map[string]string, error) { return fenceHolders(ctx, hub, bed.HubNamespace(), m.FencePrefix) }
+	holders := func() (map[string]string, error) { return benchutil.FenceHolders(ctx, hub, bed.HubNamespace(), m.FencePrefix) }
 	// converged waits until every fence is held by a running replica and the
 	// holders have not changed for settle (cold-start and rebalancing churn
 	// over), so every mode is measured in its steady state.
@@ -249,12 +247,12 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 	if certhub {
 		// Connections settle after the fences (a cold cluster connects after its fence is taken).
 		if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-			return engagedEverywhere(ctx, procs) >= clusters, nil
+			return benchutil.Owned(ctx, procs) >= clusters, nil
 		}); err != nil {
 			return res, fmt.Errorf("clusters never all engaged")
 		}
 	}
-	res.Connected = sumMetric(ctx, procs, "certhub_engaged_clusters")
+	res.Connected = benchutil.SumMetric(ctx, procs, "certhub_engaged_clusters")
 	for _, cp := range bed.Downstreams {
 		if sm, err := fleet.APIServerMetrics(ctx, cp.Config); err == nil {
 			res.Watches += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
@@ -316,7 +314,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		if err != nil {
 			return res, err
 		}
-		victim := busiest(h, live())
+		victim := benchutil.Busiest(h, live(), ids)
 		var fences []string
 		for f, who := range h {
 			if who == victim {
@@ -329,7 +327,7 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		if certhub && sig == syscall.SIGKILL {
 			go func() {
 				_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
-					return engagedEverywhere(ctx, procs) >= clusters, nil
+					return benchutil.Owned(ctx, procs) >= clusters, nil
 				})
 				engaged <- time.Since(t0).Seconds()
 			}()
@@ -386,59 +384,6 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		}
 	}
 	return res, nil
-}
-
-// sumMetric adds up metric over the replicas' /metrics (unreachable ones count 0).
-func sumMetric(ctx context.Context, procs map[string]*fleet.Replica, metric string) float64 {
-	total := 0.0
-	for _, p := range procs {
-		if m, err := p.Metrics(ctx); err == nil {
-			total += m.Sum(metric, nil)
-		}
-	}
-	return total
-}
-
-// engagedEverywhere is how many clusters the running replicas have engaged
-// (fence held and connected) in all.
-func engagedEverywhere(ctx context.Context, procs map[string]*fleet.Replica) int {
-	return int(sumMetric(ctx, procs, "certhub_shard_owned_clusters"))
-}
-
-// fenceHolders maps each fence Lease (name without prefix) to its holder ("" if released).
-func fenceHolders(ctx context.Context, c client.Client, ns, prefix string) (map[string]string, error) {
-	list := &coordinationv1.LeaseList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, l := range list.Items {
-		if !strings.HasPrefix(l.Name, prefix) {
-			continue
-		}
-		who := ""
-		if l.Spec.HolderIdentity != nil {
-			who = *l.Spec.HolderIdentity
-		}
-		out[strings.TrimPrefix(l.Name, prefix)] = who
-	}
-	return out, nil
-}
-
-func busiest(h map[string]string, live map[string]bool) string {
-	n := map[string]int{}
-	for _, who := range h {
-		if live[who] {
-			n[who]++
-		}
-	}
-	best, bestN := "", -1
-	for _, id := range []string{"cert-hub-0", "cert-hub-1", "cert-hub-2"} {
-		if live[id] && n[id] > bestN {
-			best, bestN = id, n[id]
-		}
-	}
-	return best
 }
 
 // owners maps each cluster to its owner: from its per-cluster fence, or,

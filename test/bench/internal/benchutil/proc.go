@@ -55,3 +55,25 @@ func StartHub(ctx context.Context, bed *testbed.Bed, adjust func(*hub.Options)) 
 		}
 	}
 }
+
+// StartBed starts a hub and downstreams API servers with the CA
+// ClusterIssuer named issuer, and returns the flags a replica needs to serve
+// it (no metrics or probe ports; the caller stops the bed).
+func StartBed(ctx context.Context, what, dir string, downstreams int, issuer string) (*testbed.Bed, []string, error) {
+	Logf("%s: starting hub + %d downstream API servers", what, downstreams)
+	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := bed.CreateCAIssuer(ctx, issuer); err != nil {
+		_ = bed.Stop()
+		return nil, nil, err
+	}
+	kubeconfig, err := bed.Hub.WriteKubeconfig(dir)
+	if err != nil {
+		_ = bed.Stop()
+		return nil, nil, err
+	}
+	return bed, []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, nil
+}

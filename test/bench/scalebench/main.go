@@ -1,0 +1,485 @@
+// Command scalebench is `make bench-scale`: the fleet at 1,000, 3,000 and
+// 10,000 clusters (issue 34). For each size it starts a fresh bed — a hub
+// and -servers downstream API servers —, registers the clusters
+// namespace-scoped (one namespace each, round-robin over the servers, as a
+// tenant registers its namespace), creates -certs ECDSA Certificates in
+// each, starts -replicas replica processes with the shipped defaults
+// (128 buckets, 15 s lease) and measures:
+//
+//   - every Certificate Ready and every cluster engaged, from the replicas'
+//     start;
+//   - RSS per replica (VmRSS, median of 5 readings) and what it holds;
+//   - the hub's requests/s over -window at steady state (after -settle);
+//   - SIGKILL of the busiest replica: its fences taken over, and every
+//     cluster engaged again (goal: ≤ lease + 5 s);
+//   - SIGTERM of the busiest replica: its fences held again (the hand-off,
+//     goal ≤ 1 s), and every cluster engaged again.
+//
+// One row per size, so the growth of each figure with the fleet shows. It
+// is long (≈ an hour for the three sizes on 2 cores) and not in `make
+// bench`. Results are also written as JSON.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/test/bench/internal/benchutil"
+	"github.com/certhub/certhub/test/fixture"
+	"github.com/certhub/certhub/test/fixture/fleet"
+	"github.com/certhub/certhub/test/fixture/testbed"
+)
+
+const (
+	issuer      = "scale-ca"
+	fencePrefix = "certhub-shard-bucket-"
+	// Goals of issue 34.
+	goalRSSMiB     = 2048
+	goalHubReqPerS = 50
+	goalTermS      = 1
+)
+
+// Row is one fleet size's numbers.
+type Row struct {
+	Clusters int `json:"clusters"`
+	Servers  int `json:"servers"`
+	Replicas int `json:"replicas"`
+	Certs    int `json:"certificates"`
+	// RegisterSeconds is the bench's own set-up: namespaces, RBAC, tokens,
+	// cluster Secrets and Certificates, before any replica runs.
+	RegisterSeconds float64 `json:"registerSeconds"`
+	// ReadySeconds runs from the replicas' start to every Certificate
+	// Ready; EngagedSeconds to every cluster engaged (may come first).
+	ReadySeconds   float64   `json:"readySeconds"`
+	EngagedSeconds float64   `json:"engagedSeconds"`
+	Owned          []float64 `json:"ownedPerReplica"`
+	// Connected is each replica's certhub_engaged_clusters: owned plus
+	// kept warm (--shard-standby, 0 by default).
+	Connected    []float64 `json:"connectedPerReplica"`
+	RSSMiB       []float64 `json:"rssMiB"`
+	HeapInuseMiB []float64 `json:"heapInuseMiB"`
+	StackMiB     []float64 `json:"stackMiB"`
+	Goroutines   []float64 `json:"goroutines"`
+	// HubReqPerSec is the hub API server's request rate over the window;
+	// HubReqByResource splits it.
+	HubReqPerSec     float64            `json:"hubRequestsPerSecond"`
+	HubReqByResource map[string]float64 `json:"hubRequestsPerSecondByResource"`
+	// DownstreamWatch counts the downstream servers' open watches, less
+	// those they had before any replica ran (their own).
+	DownstreamWatch float64 `json:"downstreamWatches"`
+	LeaseSeconds    float64 `json:"leaseSeconds"`
+	KillFences      float64 `json:"sigkillFencesTakenSeconds"`
+	KillEngaged     float64 `json:"sigkillEngagedSeconds"`
+	KillClusters    float64 `json:"sigkillVictimClusters"`
+	TermFences      float64 `json:"sigtermFencesHeldSeconds"`
+	TermEngaged     float64 `json:"sigtermEngagedSeconds"`
+	TermClusters    float64 `json:"sigtermVictimClusters"`
+}
+
+func main() {
+	sizes := flag.String("sizes", "1000,3000,10000", "fleet sizes, one bed each (comma-separated)")
+	servers := flag.Int("servers", 10, "downstream API servers the clusters share")
+	replicas := flag.Int("replicas", 5, "replica processes")
+	certs := flag.Int("certs", 2, "Certificates per cluster")
+	window := flag.Duration("window", 60*time.Second, "steady-state window for the hub request rate")
+	settle := flag.Duration("settle", 30*time.Second, "idle time after every Certificate is Ready, before the window")
+	timeout := flag.Duration("timeout", 60*time.Minute, "longest wait for every Certificate Ready, per size")
+	out := flag.String("out", "", "write results as JSON here (default test/bench/results/scale-<time>.json)")
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	var ns []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-sizes: %q is not a fleet size", f))
+		}
+		ns = append(ns, n)
+	}
+	dir, err := os.MkdirTemp("", "scalebench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(dir)
+	benchutil.Logf("building certhub")
+	bin, err := benchutil.BuildCertHub(dir)
+	if err != nil {
+		fail(err)
+	}
+	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout}
+	var rows []Row
+	for _, n := range ns {
+		r, err := s.run(n)
+		if err != nil {
+			printTable(rows)
+			fail(fmt.Errorf("%d clusters: %w", n, err))
+		}
+		rows = append(rows, r)
+		printTable(rows) // after each size: a long run that dies later keeps what it measured
+	}
+	path, err := benchutil.WriteJSON("scale", *out, map[string]any{"rows": rows})
+	if err != nil {
+		fail(err)
+	}
+	benchutil.Logf("wrote %s", path)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scalebench:", err)
+	os.Exit(1)
+}
+
+// scale holds what every size shares.
+type scale struct {
+	bin, dir                 string
+	servers, replicas, certs int
+	window, settle, timeout  time.Duration
+}
+
+// run measures one fleet size on a bed of its own.
+func (s scale) run(clusters int) (Row, error) {
+	row := Row{Clusters: clusters, Servers: s.servers, Replicas: s.replicas, Certs: clusters * s.certs, LeaseSeconds: shard.DefaultLeaseDuration.Seconds()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed, args, err := benchutil.StartBed(ctx, fmt.Sprintf("%d clusters", clusters), s.dir, s.servers, issuer)
+	if err != nil {
+		return row, err
+	}
+	defer func() { _ = bed.Stop() }()
+	t0 := time.Now()
+	if err := s.register(ctx, bed, clusters); err != nil {
+		return row, err
+	}
+	row.RegisterSeconds = time.Since(t0).Seconds()
+	baseWatches := downstreamWatches(ctx, bed)
+	benchutil.Logf("%d clusters and %d Certificates registered in %.0fs", clusters, row.Certs, row.RegisterSeconds)
+
+	procs := map[string]*fleet.Replica{}
+	ids := make([]string, s.replicas)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("cert-hub-%d", i)
+	}
+	start := func(id string) error {
+		addr, err := fleet.FreeAddr()
+		if err != nil {
+			return err
+		}
+		p, err := benchutil.StartReplica(s.bin, s.dir, id, append(slices.Clone(args), "--metrics-bind-address", addr)...)
+		if err != nil {
+			return err
+		}
+		procs[id] = p
+		return nil
+	}
+	defer func() {
+		for _, p := range procs {
+			benchutil.Stop(p, syscall.SIGTERM)
+		}
+	}()
+	t0 = time.Now()
+	for _, id := range ids {
+		if err := start(id); err != nil {
+			return row, err
+		}
+	}
+	benchutil.Logf("%d replicas started; waiting for %d Certificates Ready and %d clusters engaged", s.replicas, row.Certs, clusters)
+	engaged := func() bool { return benchutil.Owned(ctx, procs) >= clusters }
+	var ready int
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, s.timeout, true, func(context.Context) (bool, error) {
+		if row.EngagedSeconds == 0 && engaged() {
+			row.EngagedSeconds = time.Since(t0).Seconds()
+			benchutil.Logf("every cluster engaged after %.0fs", row.EngagedSeconds)
+		}
+		if ready, err = readyCount(ctx, bed); err != nil {
+			benchutil.Logf("counting Ready Certificates: %v", err)
+			return false, nil
+		}
+		benchutil.Logf("%d of %d Certificates Ready after %.0fs", ready, row.Certs, time.Since(t0).Seconds())
+		return ready >= row.Certs && row.EngagedSeconds > 0, nil
+	})
+	if err != nil {
+		return row, fmt.Errorf("after %s: %d of %d Certificates Ready, %d of %d clusters engaged", s.timeout, ready, row.Certs, benchutil.Owned(ctx, procs), clusters)
+	}
+	row.ReadySeconds = time.Since(t0).Seconds()
+	benchutil.Logf("all Ready after %.0fs; idling %s, then counting hub requests for %s", row.ReadySeconds, s.settle, s.window)
+
+	time.Sleep(s.settle) // the idle time before the steady state being measured
+	if row.HubReqPerSec, row.HubReqByResource, err = hubRate(ctx, bed, s.window); err != nil {
+		return row, err
+	}
+	benchutil.Logf("hub: %.1f req/s %v", row.HubReqPerSec, row.HubReqByResource)
+	for _, id := range ids {
+		p := procs[id]
+		rss, err := rssMedian(p)
+		if err != nil {
+			return row, err
+		}
+		m, err := p.Metrics(ctx)
+		if err != nil {
+			return row, err
+		}
+		row.RSSMiB = append(row.RSSMiB, rss)
+		row.Owned = append(row.Owned, m.Sum("certhub_shard_owned_clusters", nil))
+		row.Connected = append(row.Connected, m.Sum("certhub_engaged_clusters", nil))
+		row.HeapInuseMiB = append(row.HeapInuseMiB, mib(m.Sum("go_memstats_heap_inuse_bytes", nil)))
+		row.StackMiB = append(row.StackMiB, mib(m.Sum("go_memstats_stack_inuse_bytes", nil)))
+		row.Goroutines = append(row.Goroutines, m.Sum("go_goroutines", nil))
+	}
+	row.DownstreamWatch = downstreamWatches(ctx, bed) - baseWatches
+	benchutil.Logf("RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), owned %v, connected %v, %v downstream watches",
+		row.RSSMiB, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.Owned, row.Connected, row.DownstreamWatch)
+
+	f := failover{ctx: ctx, bed: bed, procs: procs, ids: ids, clusters: clusters, start: start}
+	if row.KillFences, row.KillEngaged, row.KillClusters, err = f.round(syscall.SIGKILL); err != nil {
+		return row, err
+	}
+	if row.TermFences, row.TermEngaged, row.TermClusters, err = f.round(syscall.SIGTERM); err != nil {
+		return row, err
+	}
+	return row, nil
+}
+
+// register creates clusters namespace-scoped registrations, round-robin over
+// the downstream servers, with s.certs Certificates in each namespace.
+func (s scale) register(ctx context.Context, bed *testbed.Bed, clusters int) error {
+	const workersPerServer = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, s.servers*workersPerServer)
+	step := s.servers * workersPerServer
+	for w := range step {
+		wg.Go(func() {
+			cp := bed.Downstreams[w%s.servers]
+			for i := w; i < clusters; i += step {
+				name := fmt.Sprintf("s%05d", i)
+				if _, err := bed.RegisterNamespaced(ctx, cp, name, name); err != nil {
+					errs <- err
+					return
+				}
+				for j := range s.certs {
+					if err := cp.Client.Create(ctx, certificate(name, fmt.Sprintf("c%d", j))); err != nil {
+						errs <- fmt.Errorf("%s: %w", name, err)
+						return
+					}
+				}
+				if i > 0 && i%1000 == 0 {
+					benchutil.Logf("registered %d of %d clusters", i, clusters)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func certificate(ns, name string) *cmapi.Certificate {
+	return &cmapi.Certificate{
+		ObjectMeta: ctrl.ObjectMeta{Namespace: ns, Name: name},
+		Spec: cmapi.CertificateSpec{
+			SecretName: name + "-tls", CommonName: name + "." + ns + ".example.com", DNSNames: []string{name + "." + ns + ".example.com"},
+			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+			IssuerRef:  cmmeta.IssuerReference{Kind: cmapi.ClusterIssuerKind, Name: issuer, Group: "cert-manager.io"},
+		},
+	}
+}
+
+// readyCount lists every downstream server's Certificates (in pages) and
+// counts the Ready ones.
+func readyCount(ctx context.Context, bed *testbed.Bed) (int, error) {
+	n := 0
+	for _, cp := range bed.Downstreams {
+		list := &cmapi.CertificateList{}
+		for {
+			if err := cp.Client.List(ctx, list, client.Limit(1000), client.Continue(list.Continue)); err != nil {
+				return 0, fmt.Errorf("%s: %w", cp.Name, err)
+			}
+			for i := range list.Items {
+				if fixture.IsReady(&list.Items[i]) {
+					n++
+				}
+			}
+			if list.Continue == "" {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// downstreamWatches is the downstream servers' open watches in all
+// (apiserver_longrunning_requests; an unreachable server counts 0).
+func downstreamWatches(ctx context.Context, bed *testbed.Bed) float64 {
+	n := 0.0
+	for _, cp := range bed.Downstreams {
+		if sm, err := fleet.APIServerMetrics(ctx, cp.Config); err == nil {
+			n += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
+		}
+	}
+	return n
+}
+
+// hubRate is the hub API server's request rate over window, in all and by
+// resource.
+func hubRate(ctx context.Context, bed *testbed.Bed, window time.Duration) (float64, map[string]float64, error) {
+	before, err := benchutil.Requests(ctx, bed.Hub.Config)
+	if err != nil {
+		return 0, nil, err
+	}
+	t0 := time.Now()
+	time.Sleep(window) // the steady-state window being measured
+	after, err := benchutil.Requests(ctx, bed.Hub.Config)
+	if err != nil {
+		return 0, nil, err
+	}
+	secs := time.Since(t0).Seconds()
+	total, by := 0.0, map[string]float64{}
+	for k, v := range benchutil.Delta(before, after) {
+		total += v / secs
+		by[k.Verb+" "+k.Resource] += v / secs
+	}
+	for k, v := range by {
+		by[k] = float64(int(v*10+0.5)) / 10
+	}
+	return total, by, nil
+}
+
+// failover stops the busiest replica and times the take-over.
+type failover struct {
+	ctx      context.Context
+	bed      *testbed.Bed
+	procs    map[string]*fleet.Replica
+	ids      []string
+	clusters int
+	start    func(id string) error
+}
+
+// round sends sig to the replica holding the most fences and returns the
+// seconds until its fences are held by live replicas and until every
+// cluster is engaged again, and how many clusters it owned; then it starts
+// the replica again and waits for the fleet to settle.
+func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err error) {
+	holders := func() (map[string]string, error) {
+		return benchutil.FenceHolders(f.ctx, f.bed.Hub.Client, f.bed.HubNamespace(), fencePrefix)
+	}
+	live := func() map[string]bool {
+		out := map[string]bool{}
+		for id := range f.procs {
+			out[id] = true
+		}
+		return out
+	}
+	h, err := holders()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	victim := benchutil.Busiest(h, live(), f.ids)
+	var mine []string
+	for b, who := range h {
+		if who == victim {
+			mine = append(mine, b)
+		}
+	}
+	if m, err := f.procs[victim].Metrics(f.ctx); err == nil {
+		owned = m.Sum("certhub_shard_owned_clusters", nil)
+	}
+	t0 := time.Now()
+	benchutil.Stop(f.procs[victim], sig)
+	delete(f.procs, victim)
+	held := make(chan float64, 1)
+	go func() {
+		_ = wait.PollUntilContextTimeout(f.ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+			h, err := holders()
+			if err != nil {
+				return false, nil
+			}
+			l := live()
+			for _, b := range mine {
+				if !l[h[b]] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		held <- time.Since(t0).Seconds()
+	}()
+	if err := wait.PollUntilContextTimeout(f.ctx, 250*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
+	}); err != nil {
+		return 0, 0, owned, fmt.Errorf("%s of %s: never every cluster engaged again", sig, victim)
+	}
+	engaged = time.Since(t0).Seconds()
+	fences = <-held
+	benchutil.Logf("%s of %s (%d fences, %.0f clusters): fences held again after %.1fs, every cluster engaged after %.1fs", sig, victim, len(mine), owned, fences, engaged)
+	if err := f.start(victim); err != nil {
+		return fences, engaged, owned, err
+	}
+	// The restarted replica takes its share back; wait until it owns some
+	// and every cluster is engaged, so the next round starts settled.
+	err = wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
+		m, err := f.procs[victim].Metrics(f.ctx)
+		if err != nil || m.Sum("certhub_shard_owned_clusters", nil) == 0 {
+			return false, nil
+		}
+		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
+	})
+	if err != nil {
+		return fences, engaged, owned, fmt.Errorf("restarted %s never took its share back", victim)
+	}
+	return fences, engaged, owned, nil
+}
+
+func mib(b float64) float64 { return float64(int(b/(1<<20)*10+0.5)) / 10 }
+
+// rssMedian is the median of 5 VmRSS readings of p a second apart, in MiB.
+func rssMedian(p *fleet.Replica) (float64, error) {
+	var rss []float64
+	for range 5 {
+		b, err := p.RSS()
+		if err != nil {
+			return 0, err
+		}
+		rss = append(rss, float64(b)/(1<<20))
+		time.Sleep(time.Second)
+	}
+	return float64(int(benchutil.Median(rss)*10+0.5)) / 10, nil
+}
+
+func printTable(rows []Row) {
+	if len(rows) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nSCALE (%d replicas, 128 buckets, lease %.0fs)\tSERVERS\tCERTIFICATES\tALL READY AFTER\tOWNED | CONNECTED PER REPLICA\tRSS PER REPLICA max [all] (goal ≤ %d MiB)\tHUB REQ/S (goal ≤ %d)\tSIGKILL: FENCES / ALL ENGAGED (goal ≤ %.0fs)\tSIGTERM HAND-OFF: FENCES (goal ≤ %ds) / ALL ENGAGED\tDOWNSTREAM WATCHES\tGOROUTINES PER REPLICA\n",
+		rows[0].Replicas, rows[0].LeaseSeconds, goalRSSMiB, goalHubReqPerS, rows[0].LeaseSeconds+5, goalTermS)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%.0fs\t%v | %v\t%.0f MiB %v\t%.1f\t%.1fs / %.1fs (%.0f clusters)\t%.1fs / %.1fs (%.0f clusters)\t%.0f\t%v\n",
+			r.Clusters, r.Servers, r.Certs, r.ReadySeconds, r.Owned, r.Connected, slices.Max(r.RSSMiB), r.RSSMiB, r.HubReqPerSec,
+			r.KillFences, r.KillEngaged, r.KillClusters, r.TermFences, r.TermEngaged, r.TermClusters, r.DownstreamWatch, r.Goroutines)
+	}
+	_ = tw.Flush()
+	last := rows[len(rows)-1]
+	keys := slices.Sorted(maps.Keys(last.HubReqByResource))
+	fmt.Printf("  hub requests/s at %d clusters by verb and resource:", last.Clusters)
+	for _, k := range keys {
+		fmt.Printf(" %s %.1f;", k, last.HubReqByResource[k])
+	}
+	fmt.Println()
+}

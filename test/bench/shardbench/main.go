@@ -204,7 +204,9 @@ func runMode(m mode, bin, dir string, clusters, servers, kills int, window time.
 		return out
 	}
 	hub := bed.Hub.Client
-	holders := func() (map[string]string, error) { return benchutil.FenceHolders(ctx, hub, bed.HubNamespace(), m.FencePrefix) }
+	holders := func() (map[string]string, error) {
+		return benchutil.FenceHolders(ctx, hub, bed.HubNamespace(), m.FencePrefix)
+	}
 	// converged waits until every fence is held by a running replica and the
 	// holders have not changed for settle (cold-start and rebalancing churn
 	// over), so every mode is measured in its steady state.

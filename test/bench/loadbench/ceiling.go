@@ -76,6 +76,7 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 		queue := make(chan job)
 		errs := make([]error, workers)
 		var wg sync.WaitGroup
+		profiled := profileServer(ctx, bed, fmt.Sprintf("ceiling-%d", workers))
 		start := time.Now()
 		for w := range workers {
 			wg.Go(func() {
@@ -92,6 +93,7 @@ func ceiling(ctx context.Context, bed *testbed.Bed, ns string) ([]Ceiling, error
 		close(queue)
 		wg.Wait()
 		wall := time.Since(start)
+		profiled()
 		cpuAfter, err := benchutil.CPUSeconds()
 		if err != nil {
 			return out, err

@@ -181,6 +181,7 @@ func main() {
 	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
 	standby := flag.Int("sharded-standby", 0, "P6': --shard-standby of each replica")
 	shardBuckets := flag.Int("sharded-buckets", 32, "P6': --shard-buckets of each replica (0: a fence per cluster)")
+	flag.StringVar(&apiserverProfiles, "apiserver-profile-dir", "", "P2 and the ceiling: save a CPU profile of the first downstream API server, over the first "+profileWindow.String()+" of each run, here")
 	pprofDir := flag.String("pprof-dir", "", "P6': save each replica's heap profile (--pprof-bind-address) here after idling (go tool pprof -sample_index=inuse_space)")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
@@ -294,6 +295,33 @@ func splitComma(s string) []string {
 	return out
 }
 
+// apiserverProfiles is -apiserver-profile-dir; profileWindow how long each
+// profile runs.
+var apiserverProfiles string
+
+const profileWindow = 4 * time.Second
+
+// profileServer starts a CPU profile of the first downstream API server
+// over the next profileWindow, saved as apiserver-<what>.pb.gz in
+// -apiserver-profile-dir when that is set; the returned func waits for it.
+func profileServer(ctx context.Context, bed *testbed.Bed, what string) (wait func()) {
+	if apiserverProfiles == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cp := bed.Downstreams[0]
+		path := filepath.Join(apiserverProfiles, "apiserver-"+what+".pb.gz")
+		if err := benchutil.APIServerProfile(ctx, cp.Config, profileWindow, path); err != nil {
+			benchutil.Logf("%s: no API server profile: %v", what, err)
+			return
+		}
+		benchutil.Logf("%s: %s's CPU profile over %s: %s", what, cp.Name, profileWindow, path)
+	}()
+	return func() { <-done }
+}
+
 // startBed is benchutil.StartBed with the bench's CA ClusterIssuer.
 func startBed(ctx context.Context, what, dir string, downstreams int) (*testbed.Bed, []string, error) {
 	return benchutil.StartBed(ctx, what, dir, downstreams, issuer)
@@ -376,6 +404,7 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 	if err != nil {
 		return tp, rots, err
 	}
+	profiled := profileServer(ctx, bed, "p2")
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, clusters)
@@ -404,6 +433,7 @@ func throughput(bin, dir string, certs, clusters int, rate float64) (Throughput,
 		}
 	}
 	wall := time.Since(start)
+	profiled()
 	tp.WallSeconds, tp.PerSec = wall.Seconds(), float64(certs)/wall.Seconds()
 	if cpuAfter, err := benchutil.CPUSeconds(); err == nil {
 		tp.CPUPerCert = benchutil.CPUDelta(cpuBefore, cpuAfter, certs, cpuKinds...)

@@ -235,11 +235,25 @@ func WritesPerCert(d map[Request]float64, n int) (float64, map[string]float64) {
 
 // Download saves the body of a GET of url at path.
 func Download(ctx context.Context, url, path string) error {
+	return download(ctx, http.DefaultClient, url, path)
+}
+
+// APIServerProfile saves a CPU profile of the API server at cfg, taken over
+// the next d (its /debug/pprof/profile, as cfg's user), at path.
+func APIServerProfile(ctx context.Context, cfg *rest.Config, d time.Duration, path string) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	return download(ctx, hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), int(d.Seconds())), path)
+}
+
+func download(ctx context.Context, hc *http.Client, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}

@@ -203,7 +203,10 @@ func (s scale) run(clusters int) (Row, error) {
 	benchutil.Logf("%d replicas started; waiting for %d Certificates Ready and %d clusters engaged", s.replicas, row.Certs, clusters)
 	engaged := func() bool { return benchutil.Owned(ctx, procs) >= clusters }
 	var ready int
-	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, s.timeout, true, func(context.Context) (bool, error) {
+	// Each poll lists every Certificate and scrapes every replica: kept rare
+	// enough not to load the bed it measures.
+	every := max(5*time.Second, time.Duration(clusters/1000)*time.Second)
+	err = wait.PollUntilContextTimeout(ctx, every, s.timeout, true, func(context.Context) (bool, error) {
 		if row.EngagedSeconds == 0 && engaged() {
 			row.EngagedSeconds = time.Since(t0).Seconds()
 			benchutil.Logf("every cluster engaged after %.0fs", row.EngagedSeconds)
@@ -420,7 +423,8 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 		})
 		held <- time.Since(t0).Seconds()
 	}()
-	if err := wait.PollUntilContextTimeout(f.ctx, 250*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+	// A replica's /metrics has series per cluster: scraped once a second.
+	if err := wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
 		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
 	}); err != nil {
 		return 0, 0, owned, fmt.Errorf("%s of %s: never every cluster engaged again", sig, victim)

@@ -589,7 +589,7 @@ func memory(bin, dir string, steps []int, perCluster int) ([]Memory, error) {
 		// Idle: every Certificate issued. Let the Go runtime settle, then take
 		// the median of 5 readings a second apart.
 		time.Sleep(15 * time.Second)
-		rss, err := rssReadings(p)
+		rss, err := benchutil.RSSReadings(p)
 		benchutil.Stop(p, syscall.SIGTERM)
 		if err != nil {
 			return nil, err
@@ -714,17 +714,7 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 	if err := <-errs; err != nil {
 		return m, err
 	}
-	watches := func() (float64, error) {
-		total := 0.0
-		for _, cp := range bed.Downstreams {
-			sm, err := fleet.APIServerMetrics(ctx, cp.Config)
-			if err != nil {
-				return 0, err
-			}
-			total += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
-		}
-		return total, nil
-	}
+	watches := func() (float64, error) { return benchutil.DownstreamWatches(ctx, bed) }
 	base, err := watches()
 	if err != nil {
 		return m, err
@@ -768,7 +758,7 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 	benchutil.Logf("P6': all Ready after %.0fs; idling", m.SetupSeconds)
 	time.Sleep(15 * time.Second)
 	for _, p := range procs {
-		rss, err := rssMedian(p)
+		rss, err := benchutil.RSSMedian(p)
 		if err != nil {
 			return m, err
 		}
@@ -802,7 +792,7 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 		time.Sleep(wait)
 	}
 	for _, p := range procs {
-		rss, err := rssMedian(p)
+		rss, err := benchutil.RSSMedian(p)
 		if err != nil {
 			return m, err
 		}
@@ -816,26 +806,3 @@ func memorySharded(bin, dir, pprofDir string, clusters, perCluster, standby, buc
 // steadyIdle is how long P6' idles before its steady-state RSS reading:
 // past the Go runtime's forced GC period (2 minutes) and a scavenger pass.
 const steadyIdle = 150 * time.Second
-
-// rssMedian is the median of rssReadings, in MiB to one decimal.
-func rssMedian(p *fleet.Replica) (float64, error) {
-	rss, err := rssReadings(p)
-	if err != nil {
-		return 0, err
-	}
-	return float64(int(benchutil.Median(rss)*10+0.5)) / 10, nil
-}
-
-// rssReadings takes 5 VmRSS readings of p a second apart, in MiB.
-func rssReadings(p *fleet.Replica) ([]float64, error) {
-	var rss []float64
-	for range 5 {
-		b, err := p.RSS()
-		if err != nil {
-			return nil, err
-		}
-		rss = append(rss, float64(b)/(1<<20))
-		time.Sleep(time.Second)
-	}
-	return rss, nil
-}

@@ -169,7 +169,10 @@ func (s scale) run(clusters int) (Row, error) {
 		return row, err
 	}
 	row.RegisterSeconds = time.Since(t0).Seconds()
-	baseWatches := downstreamWatches(ctx, bed)
+	baseWatches, err := benchutil.DownstreamWatches(ctx, bed)
+	if err != nil {
+		return row, err
+	}
 	benchutil.Logf("%d clusters and %d Certificates registered in %.0fs", clusters, row.Certs, row.RegisterSeconds)
 
 	procs := map[string]*fleet.Replica{}
@@ -231,7 +234,7 @@ func (s scale) run(clusters int) (Row, error) {
 	benchutil.Logf("hub: %.1f req/s %v", row.HubReqPerSec, row.HubReqByResource)
 	for _, id := range ids {
 		p := procs[id]
-		rss, err := rssMedian(p)
+		rss, err := benchutil.RSSMedian(p)
 		if err != nil {
 			return row, err
 		}
@@ -246,7 +249,11 @@ func (s scale) run(clusters int) (Row, error) {
 		row.StackMiB = append(row.StackMiB, mib(m.Sum("go_memstats_stack_inuse_bytes", nil)))
 		row.Goroutines = append(row.Goroutines, m.Sum("go_goroutines", nil))
 	}
-	row.DownstreamWatch = downstreamWatches(ctx, bed) - baseWatches
+	watches, err := benchutil.DownstreamWatches(ctx, bed)
+	if err != nil {
+		return row, err
+	}
+	row.DownstreamWatch = watches - baseWatches
 	benchutil.Logf("RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), owned %v, connected %v, %v downstream watches",
 		row.RSSMiB, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.Owned, row.Connected, row.DownstreamWatch)
 
@@ -325,18 +332,6 @@ func readyCount(ctx context.Context, bed *testbed.Bed) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// downstreamWatches is the downstream servers' open watches in all
-// (apiserver_longrunning_requests; an unreachable server counts 0).
-func downstreamWatches(ctx context.Context, bed *testbed.Bed) float64 {
-	n := 0.0
-	for _, cp := range bed.Downstreams {
-		if sm, err := fleet.APIServerMetrics(ctx, cp.Config); err == nil {
-			n += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
-		}
-	}
-	return n
 }
 
 // hubRate is the hub API server's request rate over window, in all and by
@@ -451,20 +446,6 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 }
 
 func mib(b float64) float64 { return float64(int(b/(1<<20)*10+0.5)) / 10 }
-
-// rssMedian is the median of 5 VmRSS readings of p a second apart, in MiB.
-func rssMedian(p *fleet.Replica) (float64, error) {
-	var rss []float64
-	for range 5 {
-		b, err := p.RSS()
-		if err != nil {
-			return 0, err
-		}
-		rss = append(rss, float64(b)/(1<<20))
-		time.Sleep(time.Second)
-	}
-	return float64(int(benchutil.Median(rss)*10+0.5)) / 10, nil
-}
 
 func printTable(rows []Row) {
 	if len(rows) == 0 {

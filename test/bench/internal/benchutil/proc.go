@@ -77,3 +77,40 @@ func StartBed(ctx context.Context, what, dir string, downstreams int, issuer str
 	return bed, []string{"--kubeconfig", kubeconfig, "--namespace", bed.HubNamespace(), "--cluster-secret-namespace", bed.ArgoNamespace(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, nil
 }
+
+// RSSMedian is the median of RSSReadings, in MiB to one decimal.
+func RSSMedian(p *fleet.Replica) (float64, error) {
+	rss, err := RSSReadings(p)
+	if err != nil {
+		return 0, err
+	}
+	return float64(int(Median(rss)*10+0.5)) / 10, nil
+}
+
+// RSSReadings takes 5 VmRSS readings of p a second apart, in MiB.
+func RSSReadings(p *fleet.Replica) ([]float64, error) {
+	var rss []float64
+	for range 5 {
+		b, err := p.RSS()
+		if err != nil {
+			return nil, err
+		}
+		rss = append(rss, float64(b)/(1<<20))
+		time.Sleep(time.Second)
+	}
+	return rss, nil
+}
+
+// DownstreamWatches is the bed's downstream API servers' open watches in
+// all (their apiserver_longrunning_requests).
+func DownstreamWatches(ctx context.Context, bed *testbed.Bed) (float64, error) {
+	total := 0.0
+	for _, cp := range bed.Downstreams {
+		sm, err := fleet.APIServerMetrics(ctx, cp.Config)
+		if err != nil {
+			return 0, err
+		}
+		total += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
+	}
+	return total, nil
+}

@@ -30,6 +30,7 @@ func newRunCommand() *cobra.Command {
 	o := hub.NewOptions()
 	o.UserAgent = "certhub/" + Version
 	zo := zap.Options{}
+	memoryLimitRatio := defaultMemoryLimitRatio
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the hub controller",
@@ -41,6 +42,9 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+			if err := setMemoryLimit(memoryLimitRatio, ctrl.Log.WithName("memlimit")); err != nil {
+				return err
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -55,6 +59,7 @@ every cert-manager Certificate found there with the ClusterIssuers of the hub.`,
 		},
 	}
 	addRunFlags(cmd.Flags(), o)
+	cmd.Flags().Float64Var(&memoryLimitRatio, "memory-limit-ratio", memoryLimitRatio, "Set the Go runtime's soft memory limit (GOMEMLIMIT) to this share of the container's memory limit (its cgroup's), so the GC works harder before the replica is OOM-killed; 0 disables; GOMEMLIMIT or AUTOMEMLIMIT in the environment win")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zo.BindFlags(gfs)
 	cmd.Flags().AddGoFlagSet(gfs)

@@ -63,7 +63,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Hub", []string{"kubeconfig", "namespace", "identity", "controllers", "metrics-bind-address", "health-probe-bind-address", "pprof-bind-address"}},
+	{"Hub", []string{"kubeconfig", "namespace", "identity", "controllers", "metrics-bind-address", "health-probe-bind-address", "pprof-bind-address", "memory-limit-ratio"}},
 	{"Inventory (Argo CD cluster Secrets)", []string{"cluster-secret-namespace", "cluster-selector", "kubeconfig-dir", "downstream-compression",
 		"request-timeout", "exec-plugin-allowlist", "allow-plain-http-clusters", "allow-link-local-clusters"}},
 	{"Sharding", []string{"shard-"}},

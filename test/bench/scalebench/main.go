@@ -63,7 +63,10 @@ type Row struct {
 	Clusters int `json:"clusters"`
 	Servers  int `json:"servers"`
 	Replicas int `json:"replicas"`
-	Certs    int `json:"certificates"`
+	// MemoryLimitMiB is the container limit the replicas ran as if under
+	// (-memory-limit-mib; their GOMEMLIMIT is 90 % of it).
+	MemoryLimitMiB int `json:"memoryLimitMiB"`
+	Certs          int `json:"certificates"`
 	// RegisterSeconds is the bench's own set-up: namespaces, RBAC, tokens,
 	// cluster Secrets and Certificates, before any replica runs.
 	RegisterSeconds float64 `json:"registerSeconds"`
@@ -78,7 +81,10 @@ type Row struct {
 	RSSMiB       []float64 `json:"rssMiB"`
 	HeapInuseMiB []float64 `json:"heapInuseMiB"`
 	StackMiB     []float64 `json:"stackMiB"`
-	Goroutines   []float64 `json:"goroutines"`
+	// CPUSeconds is each replica's CPU time from its start to the end of
+	// the steady-state window (its GC's share included).
+	CPUSeconds []float64 `json:"cpuSeconds"`
+	Goroutines []float64 `json:"goroutines"`
 	// HubReqPerSec is the hub API server's request rate over the window;
 	// HubReqByResource splits it.
 	HubReqPerSec     float64            `json:"hubRequestsPerSecond"`
@@ -104,6 +110,8 @@ func main() {
 	settle := flag.Duration("settle", 30*time.Second, "idle time after every Certificate is Ready, before the window")
 	timeout := flag.Duration("timeout", 60*time.Minute, "longest wait for every Certificate Ready, per size")
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/scale-<time>.json)")
+	memLimit := flag.Int("memory-limit-mib", 2048, "each replica runs as in a container with this memory limit: GOMEMLIMIT is 90 % of it, what certhub sets from its cgroup's limit (0: none)")
+	profiles := flag.String("profile-dir", "", "if set, save the heap and goroutine profiles of the replica owning most clusters at steady state here (scale-<clusters>-heap.pb.gz, …-goroutine.pb.gz)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	var ns []int
@@ -124,7 +132,10 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout}
+	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout, profiles: *profiles}
+	if s.memLimit = *memLimit; s.memLimit > 0 {
+		s.env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", *memLimit*9/10)}
+	}
 	var rows []Row
 	for _, n := range ns {
 		r, err := s.run(n)
@@ -152,11 +163,14 @@ type scale struct {
 	bin, dir                 string
 	servers, replicas, certs int
 	window, settle, timeout  time.Duration
+	profiles                 string   // -profile-dir
+	env                      []string // the replicas' GOMEMLIMIT
+	memLimit                 int      // -memory-limit-mib
 }
 
 // run measures one fleet size on a bed of its own.
 func (s scale) run(clusters int) (Row, error) {
-	row := Row{Clusters: clusters, Servers: s.servers, Replicas: s.replicas, Certs: clusters * s.certs, LeaseSeconds: shard.DefaultLeaseDuration.Seconds()}
+	row := Row{Clusters: clusters, Servers: s.servers, Replicas: s.replicas, MemoryLimitMiB: s.memLimit, Certs: clusters * s.certs, LeaseSeconds: shard.DefaultLeaseDuration.Seconds()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bed, args, err := benchutil.StartBed(ctx, fmt.Sprintf("%d clusters", clusters), s.dir, s.servers, issuer)
@@ -176,6 +190,7 @@ func (s scale) run(clusters int) (Row, error) {
 	benchutil.Logf("%d clusters and %d Certificates registered in %.0fs", clusters, row.Certs, row.RegisterSeconds)
 
 	procs := map[string]*fleet.Replica{}
+	pprofAddrs := map[string]string{}
 	ids := make([]string, s.replicas)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("cert-hub-%d", i)
@@ -185,7 +200,14 @@ func (s scale) run(clusters int) (Row, error) {
 		if err != nil {
 			return err
 		}
-		p, err := benchutil.StartReplica(s.bin, s.dir, id, append(slices.Clone(args), "--metrics-bind-address", addr)...)
+		a := append(slices.Clone(args), "--metrics-bind-address", addr)
+		if s.profiles != "" {
+			if pprofAddrs[id], err = fleet.FreeAddr(); err != nil {
+				return err
+			}
+			a = append(a, "--pprof-bind-address", pprofAddrs[id])
+		}
+		p, err := benchutil.StartReplicaEnv(s.bin, s.dir, id, s.env, a...)
 		if err != nil {
 			return err
 		}
@@ -248,12 +270,23 @@ func (s scale) run(clusters int) (Row, error) {
 		row.HeapInuseMiB = append(row.HeapInuseMiB, mib(m.Sum("go_memstats_heap_inuse_bytes", nil)))
 		row.StackMiB = append(row.StackMiB, mib(m.Sum("go_memstats_stack_inuse_bytes", nil)))
 		row.Goroutines = append(row.Goroutines, m.Sum("go_goroutines", nil))
+		row.CPUSeconds = append(row.CPUSeconds, m.Sum("process_cpu_seconds_total", nil))
 	}
 	watches, err := benchutil.DownstreamWatches(ctx, bed)
 	if err != nil {
 		return row, err
 	}
 	row.DownstreamWatch = watches - baseWatches
+	if s.profiles != "" {
+		busiest := ids[slices.Index(row.Owned, slices.Max(row.Owned))]
+		for _, kind := range []string{"heap", "goroutine"} {
+			path := fmt.Sprintf("%s/scale-%d-%s.pb.gz", s.profiles, clusters, kind)
+			if err := benchutil.Download(ctx, "http://"+pprofAddrs[busiest]+"/debug/pprof/"+kind, path); err != nil {
+				return row, err
+			}
+			benchutil.Logf("%s profile of %s (%v clusters owned): %s", kind, busiest, slices.Max(row.Owned), path)
+		}
+	}
 	benchutil.Logf("RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), owned %v, connected %v, %v downstream watches",
 		row.RSSMiB, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.Owned, row.Connected, row.DownstreamWatch)
 
@@ -452,12 +485,13 @@ func printTable(rows []Row) {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nSCALE (%d replicas, 128 buckets, lease %.0fs)\tSERVERS\tCERTIFICATES\tALL READY AFTER\tOWNED | CONNECTED PER REPLICA\tRSS PER REPLICA max [all] (goal ≤ %d MiB)\tHUB REQ/S (goal ≤ %d)\tSIGKILL: FENCES / ALL ENGAGED (goal ≤ %.0fs)\tSIGTERM HAND-OFF: FENCES (goal ≤ %ds) / ALL ENGAGED\tDOWNSTREAM WATCHES\tGOROUTINES PER REPLICA\n",
+	fmt.Fprintf(tw, "\nSCALE (%d replicas, 128 buckets, lease %.0fs)\tSERVERS\tCERTIFICATES\tALL READY AFTER\tOWNED | CONNECTED PER REPLICA\tRSS PER REPLICA max [all] (goal ≤ %d MiB)\tHUB REQ/S (goal ≤ %d)\tSIGKILL: FENCES / ALL ENGAGED (goal ≤ %.0fs)\tSIGTERM HAND-OFF: FENCES (goal ≤ %ds) / ALL ENGAGED\tDOWNSTREAM WATCHES\tGOROUTINES PER REPLICA\tMAX HEAP / STACKS\tCPU S PER REPLICA\n",
 		rows[0].Replicas, rows[0].LeaseSeconds, goalRSSMiB, goalHubReqPerS, rows[0].LeaseSeconds+5, goalTermS)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%.0fs\t%v | %v\t%.0f MiB %v\t%.1f\t%.1fs / %.1fs (%.0f clusters)\t%.1fs / %.1fs (%.0f clusters)\t%.0f\t%v\n",
+		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%.0fs\t%v | %v\t%.0f MiB %v\t%.1f\t%.1fs / %.1fs (%.0f clusters)\t%.1fs / %.1fs (%.0f clusters)\t%.0f\t%v\t%.0f / %.0f MiB\t%v\n",
 			r.Clusters, r.Servers, r.Certs, r.ReadySeconds, r.Owned, r.Connected, slices.Max(r.RSSMiB), r.RSSMiB, r.HubReqPerSec,
-			r.KillFences, r.KillEngaged, r.KillClusters, r.TermFences, r.TermEngaged, r.TermClusters, r.DownstreamWatch, r.Goroutines)
+			r.KillFences, r.KillEngaged, r.KillClusters, r.TermFences, r.TermEngaged, r.TermClusters, r.DownstreamWatch, r.Goroutines,
+			slices.Max(r.HeapInuseMiB), slices.Max(r.StackMiB), r.CPUSeconds)
 	}
 	_ = tw.Flush()
 	last := rows[len(rows)-1]
@@ -467,4 +501,7 @@ func printTable(rows []Row) {
 		fmt.Printf(" %s %.1f;", k, last.HubReqByResource[k])
 	}
 	fmt.Println()
+	if last.MemoryLimitMiB > 0 {
+		fmt.Printf("  each replica ran with GOMEMLIMIT=%dMiB, what certhub sets in a container limited to %d MiB\n", last.MemoryLimitMiB*9/10, last.MemoryLimitMiB)
+	}
 }

@@ -25,7 +25,12 @@ func BuildCertHub(dir string) (string, error) {
 
 // StartReplica starts `bin run --identity id args...`, logging to a file in dir.
 func StartReplica(bin, dir, id string, args ...string) (*fleet.Replica, error) {
-	return fleet.Launch(id, bin, dir, append([]string{"run", "--identity", id}, args...)...)
+	return StartReplicaEnv(bin, dir, id, nil, args...)
+}
+
+// StartReplicaEnv is StartReplica with env added to the replica's environment.
+func StartReplicaEnv(bin, dir, id string, env []string, args ...string) (*fleet.Replica, error) {
+	return fleet.LaunchEnv(id, bin, dir, env, append([]string{"run", "--identity", id}, args...)...)
 }
 
 // Stop sends sig to r and waits for the exit, SIGKILL after 60s.

@@ -110,6 +110,7 @@ func main() {
 	settle := flag.Duration("settle", 30*time.Second, "idle time after every Certificate is Ready, before the window")
 	timeout := flag.Duration("timeout", 60*time.Minute, "longest wait for every Certificate Ready, per size")
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/scale-<time>.json)")
+	minAvail := flag.Int("min-available-mib", 1536, "stop a size, with what the machine's memory went to, when MemAvailable falls below this while waiting for Ready (the kernel would kill a process of the bed)")
 	memLimit := flag.Int("memory-limit-mib", 2048, "each replica runs as in a container with this memory limit: GOMEMLIMIT is 90 % of it, what certhub sets from its cgroup's limit (0: none)")
 	profiles := flag.String("profile-dir", "", "if set, save the heap and goroutine profiles of the replica owning most clusters at steady state here (scale-<clusters>-heap.pb.gz, …-goroutine.pb.gz)")
 	flag.Parse()
@@ -132,7 +133,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout, profiles: *profiles}
+	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout, profiles: *profiles, minAvail: float64(*minAvail)}
 	if s.memLimit = *memLimit; s.memLimit > 0 {
 		s.env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", *memLimit*9/10)}
 	}
@@ -166,6 +167,7 @@ type scale struct {
 	profiles                 string   // -profile-dir
 	env                      []string // the replicas' GOMEMLIMIT
 	memLimit                 int      // -memory-limit-mib
+	minAvail                 float64  // -min-available-mib
 }
 
 // run measures one fleet size on a bed of its own.
@@ -241,10 +243,13 @@ func (s scale) run(clusters int) (Row, error) {
 			return false, nil
 		}
 		benchutil.Logf("%d of %d Certificates Ready after %.0fs", ready, row.Certs, time.Since(t0).Seconds())
+		if err := s.guard(ctx, procs, ids, pprofAddrs, clusters); err != nil {
+			return false, err
+		}
 		return ready >= row.Certs && row.EngagedSeconds > 0, nil
 	})
 	if err != nil {
-		return row, fmt.Errorf("after %s: %d of %d Certificates Ready, %d of %d clusters engaged", s.timeout, ready, row.Certs, benchutil.Owned(ctx, procs), clusters)
+		return row, fmt.Errorf("after %.0fs: %d of %d Certificates Ready, %d of %d clusters engaged: %w", time.Since(t0).Seconds(), ready, row.Certs, benchutil.Owned(ctx, procs), clusters, err)
 	}
 	row.ReadySeconds = time.Since(t0).Seconds()
 	benchutil.Logf("all Ready after %.0fs; idling %s, then counting hub requests for %s", row.ReadySeconds, s.settle, s.window)
@@ -255,37 +260,24 @@ func (s scale) run(clusters int) (Row, error) {
 	}
 	benchutil.Logf("hub: %.1f req/s %v", row.HubReqPerSec, row.HubReqByResource)
 	for _, id := range ids {
-		p := procs[id]
-		rss, err := benchutil.RSSMedian(p)
-		if err != nil {
-			return row, err
-		}
-		m, err := p.Metrics(ctx)
+		rss, err := benchutil.RSSMedian(procs[id])
 		if err != nil {
 			return row, err
 		}
 		row.RSSMiB = append(row.RSSMiB, rss)
-		row.Owned = append(row.Owned, m.Sum("certhub_shard_owned_clusters", nil))
-		row.Connected = append(row.Connected, m.Sum("certhub_engaged_clusters", nil))
-		row.HeapInuseMiB = append(row.HeapInuseMiB, mib(m.Sum("go_memstats_heap_inuse_bytes", nil)))
-		row.StackMiB = append(row.StackMiB, mib(m.Sum("go_memstats_stack_inuse_bytes", nil)))
-		row.Goroutines = append(row.Goroutines, m.Sum("go_goroutines", nil))
-		row.CPUSeconds = append(row.CPUSeconds, m.Sum("process_cpu_seconds_total", nil))
 	}
+	st, err := sample(ctx, procs, ids)
+	if err != nil {
+		return row, err
+	}
+	row.Owned, row.Connected, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.CPUSeconds = st.owned, st.connected, st.heap, st.stacks, st.goroutines, st.cpu
 	watches, err := benchutil.DownstreamWatches(ctx, bed)
 	if err != nil {
 		return row, err
 	}
 	row.DownstreamWatch = watches - baseWatches
-	if s.profiles != "" {
-		busiest := ids[slices.Index(row.Owned, slices.Max(row.Owned))]
-		for _, kind := range []string{"heap", "goroutine"} {
-			path := fmt.Sprintf("%s/scale-%d-%s.pb.gz", s.profiles, clusters, kind)
-			if err := benchutil.Download(ctx, "http://"+pprofAddrs[busiest]+"/debug/pprof/"+kind, path); err != nil {
-				return row, err
-			}
-			benchutil.Logf("%s profile of %s (%v clusters owned): %s", kind, busiest, slices.Max(row.Owned), path)
-		}
+	if err := s.saveProfiles(ctx, ids, pprofAddrs, row.Owned, fmt.Sprint(clusters)); err != nil {
+		return row, err
 	}
 	benchutil.Logf("RSS %v MiB (Go heap in use %v, stacks %v, goroutines %v), owned %v, connected %v, %v downstream watches",
 		row.RSSMiB, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.Owned, row.Connected, row.DownstreamWatch)
@@ -504,4 +496,74 @@ func printTable(rows []Row) {
 	if last.MemoryLimitMiB > 0 {
 		fmt.Printf("  each replica ran with GOMEMLIMIT=%dMiB, what certhub sets in a container limited to %d MiB\n", last.MemoryLimitMiB*9/10, last.MemoryLimitMiB)
 	}
+}
+
+// stats are the replicas' figures, in ids' order.
+type stats struct {
+	owned, connected, heap, stacks, goroutines, cpu []float64
+}
+
+// sample scrapes every replica's /metrics.
+func sample(ctx context.Context, procs map[string]*fleet.Replica, ids []string) (stats, error) {
+	var st stats
+	for _, id := range ids {
+		m, err := procs[id].Metrics(ctx)
+		if err != nil {
+			return st, err
+		}
+		st.owned = append(st.owned, m.Sum("certhub_shard_owned_clusters", nil))
+		st.connected = append(st.connected, m.Sum("certhub_engaged_clusters", nil))
+		st.heap = append(st.heap, mib(m.Sum("go_memstats_heap_inuse_bytes", nil)))
+		st.stacks = append(st.stacks, mib(m.Sum("go_memstats_stack_inuse_bytes", nil)))
+		st.goroutines = append(st.goroutines, m.Sum("go_goroutines", nil))
+		st.cpu = append(st.cpu, m.Sum("process_cpu_seconds_total", nil))
+	}
+	return st, nil
+}
+
+// guard logs where the machine's memory is going, and stops the size —
+// with the busiest replica's profiles — before the kernel would kill a
+// process of the bed.
+func (s scale) guard(ctx context.Context, procs map[string]*fleet.Replica, ids []string, pprofAddrs map[string]string, clusters int) error {
+	avail, err := benchutil.MemAvailableMiB()
+	if err != nil {
+		return err
+	}
+	rss, n, err := benchutil.RSSByCommand()
+	if err != nil {
+		return err
+	}
+	st, err := sample(ctx, procs, ids)
+	if err != nil {
+		benchutil.Logf("scraping the replicas: %v", err)
+	}
+	line := fmt.Sprintf("memory available %.0f MiB; RSS certhub %.0f MiB (%d), kube-apiserver %.0f MiB (%d), etcd %.0f MiB (%d); replicas owned %v connected %v heap %v MiB stacks %v MiB goroutines %v CPU %v s",
+		avail, rss["certhub"], n["certhub"], rss["kube-apiserver"], n["kube-apiserver"], rss["etcd"], n["etcd"], st.owned, st.connected, st.heap, st.stacks, st.goroutines, st.cpu)
+	benchutil.Logf("%s", line)
+	if avail >= s.minAvail {
+		return nil
+	}
+	if len(st.owned) == len(ids) {
+		if err := s.saveProfiles(ctx, ids, pprofAddrs, st.owned, fmt.Sprintf("%d-oom", clusters)); err != nil {
+			benchutil.Logf("profiles: %v", err)
+		}
+	}
+	return fmt.Errorf("stopped: the machine's memory ran out (below -min-available-mib %.0f): %s", s.minAvail, line)
+}
+
+// saveProfiles saves the heap and goroutine profiles of the replica owning
+// most clusters in -profile-dir (if set), as scale-<what>-<kind>.pb.gz.
+func (s scale) saveProfiles(ctx context.Context, ids []string, pprofAddrs map[string]string, owned []float64, what string) error {
+	if s.profiles == "" {
+		return nil
+	}
+	busiest := ids[slices.Index(owned, slices.Max(owned))]
+	for _, kind := range []string{"heap", "goroutine"} {
+		path := fmt.Sprintf("%s/scale-%s-%s.pb.gz", s.profiles, what, kind)
+		if err := benchutil.Download(ctx, "http://"+pprofAddrs[busiest]+"/debug/pprof/"+kind, path); err != nil {
+			return err
+		}
+		benchutil.Logf("%s profile of %s (%v clusters owned): %s", kind, busiest, slices.Max(owned), path)
+	}
+	return nil
 }

@@ -181,7 +181,7 @@ func main() {
 	sharded := flag.Int("sharded-clusters", 1000, "P6': clusters served by 3 replicas (0 skips P6')")
 	standby := flag.Int("sharded-standby", 0, "P6': --shard-standby of each replica")
 	shardBuckets := flag.Int("sharded-buckets", 32, "P6': --shard-buckets of each replica (0: a fence per cluster)")
-	flag.StringVar(&apiserverProfiles, "apiserver-profile-dir", "", "P2 and the ceiling: save a CPU profile of the first downstream API server, over the first "+profileWindow.String()+" of each run, here")
+	flag.StringVar(&apiserverProfiles, "apiserver-profile-dir", "", "P2, P9 (unlimited) and the ceiling: save a CPU profile of the first downstream API server, over "+profileWindow.String()+" of each run (P9's from 5 s after the rotation is asked), here")
 	pprofDir := flag.String("pprof-dir", "", "P6': save each replica's heap profile (--pprof-bind-address) here after idling (go tool pprof -sample_index=inuse_space)")
 	rate := flag.Float64("rotation-rate", 20, "P9: --issuance-rate of the second rotation (0 skips it)")
 	out := flag.String("out", "", "JSON output (default test/bench/results/load-<time>.json)")
@@ -305,12 +305,22 @@ const profileWindow = 4 * time.Second
 // over the next profileWindow, saved as apiserver-<what>.pb.gz in
 // -apiserver-profile-dir when that is set; the returned func waits for it.
 func profileServer(ctx context.Context, bed *testbed.Bed, what string) (wait func()) {
+	return profileServerAfter(ctx, bed, what, 0)
+}
+
+// profileServerAfter is profileServer starting after delay.
+func profileServerAfter(ctx context.Context, bed *testbed.Bed, what string, delay time.Duration) (wait func()) {
 	if apiserverProfiles == "" {
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
 		cp := bed.Downstreams[0]
 		path := filepath.Join(apiserverProfiles, "apiserver-"+what+".pb.gz")
 		if err := benchutil.APIServerProfile(ctx, cp.Config, profileWindow, path); err != nil {
@@ -633,6 +643,11 @@ func rotate(ctx context.Context, bed *testbed.Bed, ns, next string, certs, want 
 	}
 	triggered := time.Now()
 	benchutil.Logf("P9: rotating %s to %s (--issuance-rate=%v)", issuer, next, rate)
+	if rate == 0 {
+		// The same writes as the ceiling's, and no Creates: the wave's
+		// first re-issues come ~4 s after the ask.
+		defer profileServerAfter(ctx, bed, "p9", 5*time.Second)()
+	}
 	cpuBefore, err := benchutil.CPUSeconds()
 	if err != nil {
 		return r, err

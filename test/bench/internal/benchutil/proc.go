@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -120,49 +118,4 @@ func DownstreamWatches(ctx context.Context, bed *testbed.Bed) (float64, error) {
 		total += sm.Sum("apiserver_longrunning_requests", map[string]string{"verb": "WATCH"})
 	}
 	return total, nil
-}
-
-// MemAvailableMiB is the machine's MemAvailable (/proc/meminfo), in MiB.
-func MemAvailableMiB() (float64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/meminfo has no MemAvailable")
-}
-
-// RSSByCommand sums the VmRSS of every process by its command name
-// (/proc/<pid>/comm: certhub, kube-apiserver, etcd, …), in MiB, with the
-// number of processes of each.
-func RSSByCommand() (map[string]float64, map[string]int, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, nil, err
-	}
-	rss, n := map[string]float64{}, map[string]int{}
-	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
-		}
-		comm, err1 := os.ReadFile("/proc/" + d.Name() + "/comm")
-		status, err2 := os.ReadFile("/proc/" + d.Name() + "/status")
-		if err1 != nil || err2 != nil {
-			continue // gone meanwhile
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				name := strings.TrimSpace(string(comm))
-				rss[name] += kb / 1024
-				n[name]++
-			}
-		}
-	}
-	return rss, n, nil
 }

@@ -136,10 +136,8 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout, profiles: *profiles, minAvail: float64(*minAvail)}
-	if s.memLimit = *memLimit; s.memLimit > 0 {
-		s.env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", *memLimit*9/10)}
-	}
+	s := scale{bin: bin, dir: dir, servers: *servers, replicas: *replicas, certs: *certs, window: *window, settle: *settle, timeout: *timeout,
+		profiles: *profiles, memLimit: *memLimit, minAvail: float64(*minAvail)}
 	var rows []Row
 	for _, n := range ns {
 		r, err := s.run(n)
@@ -167,10 +165,18 @@ type scale struct {
 	bin, dir                 string
 	servers, replicas, certs int
 	window, settle, timeout  time.Duration
-	profiles                 string   // -profile-dir
-	env                      []string // the replicas' GOMEMLIMIT
-	memLimit                 int      // -memory-limit-mib
-	minAvail                 float64  // -min-available-mib
+	profiles                 string  // -profile-dir
+	memLimit                 int     // -memory-limit-mib
+	minAvail                 float64 // -min-available-mib
+}
+
+// replicaEnv is the replicas' GOMEMLIMIT: 90 % of -memory-limit-mib, what
+// certhub sets in a container with that limit.
+func (s scale) replicaEnv() []string {
+	if s.memLimit <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", s.memLimit*9/10)}
 }
 
 // run measures one fleet size on a bed of its own.
@@ -212,7 +218,7 @@ func (s scale) run(clusters int) (Row, error) {
 			}
 			a = append(a, "--pprof-bind-address", pprofAddrs[id])
 		}
-		p, err := benchutil.StartReplicaEnv(s.bin, s.dir, id, s.env, a...)
+		p, err := benchutil.StartReplicaEnv(s.bin, s.dir, id, s.replicaEnv(), a...)
 		if err != nil {
 			return err
 		}

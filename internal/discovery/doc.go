@@ -14,10 +14,12 @@
 //	            ConfigMap certhub-discovered-<cluster> (hub namespace) ──▶ `certhub status --discovered`
 //
 // Contract:
-//   - Memory is bounded by the fleet's TLS Secrets' metadata and one small
-//     Record each: no Secret's data is cached or kept (the first read pages
-//     through them 100 at a time). A Secret is read again only when its
-//     resourceVersion changes.
+//   - Memory is bounded by one resourceVersion and one small Record per
+//     TLS Secret: no Secret's data or metadata is cached or kept (the
+//     metadata watch feeds no informer, and the first read pages through
+//     the Secrets 100 at a time). A Secret is read again only when its
+//     resourceVersion changes. Discovery adds one watch per cluster (per
+//     namespace of a scoped registration) and no cache or client of its own.
 //   - Reads in a cluster go through their own client-side limiter
 //     (Options.ReadQPS, ReadBurst) and Options.Readers workers, so
 //     discovery never takes the issuing clients' requests.

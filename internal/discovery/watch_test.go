@@ -1,0 +1,92 @@
+package discovery
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func secretMeta(ns, name, rv string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+}
+
+// TestSecretStoreReplace: a full list records every Secret, forgets those
+// of its own namespace it no longer holds (another namespace's watch owns
+// the rest), queues what changed since it was read, and says synced once.
+func TestSecretStoreReplace(t *testing.T) {
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	cases := []struct {
+		name       string
+		ns         string
+		typed      map[types.NamespacedName]string
+		records    map[types.NamespacedName]string // resourceVersion read
+		refs       []types.NamespacedName          // named by an Ingress
+		list       []any
+		wantTyped  map[types.NamespacedName]string
+		wantQueued []types.NamespacedName
+	}{
+		{name: "first list", ns: "a", list: []any{secretMeta("a", "x", "1"), secretMeta("a", "y", "2")},
+			wantTyped: map[types.NamespacedName]string{key("a", "x"): "1", key("a", "y"): "2"}},
+		{name: "relist forgets its namespace's deleted Secrets only", ns: "a",
+			typed:     map[types.NamespacedName]string{key("a", "x"): "1", key("a", "gone"): "1", key("b", "other"): "1"},
+			list:      []any{secretMeta("a", "x", "1")},
+			wantTyped: map[types.NamespacedName]string{key("a", "x"): "1", key("b", "other"): "1"}},
+		{name: "the whole cluster's relist forgets in every namespace", ns: metav1.NamespaceAll,
+			typed:     map[types.NamespacedName]string{key("a", "x"): "1", key("b", "gone"): "1"},
+			list:      []any{secretMeta("a", "x", "1")},
+			wantTyped: map[types.NamespacedName]string{key("a", "x"): "1"}},
+		{name: "a changed Secret is read again, an unchanged one is not", ns: "a",
+			typed:      map[types.NamespacedName]string{key("a", "x"): "1", key("a", "y"): "1"},
+			records:    map[types.NamespacedName]string{key("a", "x"): "1", key("a", "y"): "1"},
+			list:       []any{secretMeta("a", "x", "1"), secretMeta("a", "y", "5")},
+			wantTyped:  map[types.NamespacedName]string{key("a", "x"): "1", key("a", "y"): "5"},
+			wantQueued: []types.NamespacedName{key("a", "y")}},
+		{name: "a deleted Secret an Ingress names is read again", ns: "a",
+			typed:      map[types.NamespacedName]string{key("a", "served"): "1"},
+			records:    map[types.NamespacedName]string{key("a", "served"): "1"},
+			refs:       []types.NamespacedName{key("a", "served")},
+			wantTyped:  map[types.NamespacedName]string{},
+			wantQueued: []types.NamespacedName{key("a", "served")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &clusterState{records: map[types.NamespacedName]Record{}, refs: map[types.NamespacedName][]types.NamespacedName{},
+				typed: map[types.NamespacedName]string{}, listed: tc.records != nil}
+			maps.Copy(st.typed, tc.typed)
+			for k, rv := range tc.records {
+				st.records[k] = Record{resourceVersion: rv}
+			}
+			if tc.refs != nil {
+				st.refs[types.NamespacedName{Namespace: "a", Name: "ingress"}] = tc.refs
+			}
+			w := &watch{st: st, queue: newQueue()}
+			s := &secretStore{w: w, ns: tc.ns, synced: make(chan struct{})}
+			if err := s.Replace(tc.list, "10"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Replace(tc.list, "11"); err != nil { // a second list must not close synced again
+				t.Fatal(err)
+			}
+			select {
+			case <-s.synced:
+			default:
+				t.Error("synced is not closed after the first list")
+			}
+			if !maps.Equal(st.typed, tc.wantTyped) {
+				t.Errorf("versions %v, want %v", st.typed, tc.wantTyped)
+			}
+			var queued []types.NamespacedName
+			for w.queue.Len() > 0 {
+				k, _ := w.queue.Get()
+				queued = append(queued, k)
+				w.queue.Done(k)
+			}
+			if !slices.Equal(queued, tc.wantQueued) {
+				t.Errorf("queued %v, want %v", queued, tc.wantQueued)
+			}
+		})
+	}
+}

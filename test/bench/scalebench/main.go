@@ -126,6 +126,11 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
+	if *profiles != "" {
+		if err := os.MkdirAll(*profiles, 0o755); err != nil { // now, not when the first size is done
+			fail(fmt.Errorf("-profile-dir: %w", err))
+		}
+	}
 	dir, err := os.MkdirTemp("", "scalebench-")
 	if err != nil {
 		fail(err)

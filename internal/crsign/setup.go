@@ -18,12 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
@@ -127,9 +129,13 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		cr, ok := o.(*cmapi.CertificateRequest)
 		return ok && ForHub(cr)
 	})
+	requests, err := engaged.Kind(mgr, &cmapi.CertificateRequest{}, mchandler.EnqueueRequestForObject, nil, forHub)
+	if err != nil {
+		return err
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("crsign").
-		For(&cmapi.CertificateRequest{}, mcbuilder.WithPredicates(forHub)).
+		WatchesRawSource(requests).
 		WatchesRawSource(modeSource(opts.Modes, mgr.GetCluster, base)).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {

@@ -28,6 +28,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 )
 
@@ -135,15 +136,23 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	toCluster := mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(context.Context, client.Object) []mcreconcile.Request {
 		return []mcreconcile.Request{{}} // the cluster is filled in by the handler
 	})
-	var engage []mcbuilder.WatchesOption
+	var filter mcbuilder.ClusterFilterFunc
 	if opts.Engage != nil {
-		engage = append(engage, mcbuilder.WithClusterFilter(func(name multicluster.ClusterName, _ cluster.Cluster) bool { return opts.Engage(name) }))
+		filter = func(name multicluster.ClusterName, _ cluster.Cluster) bool { return opts.Engage(name) }
+	}
+	namespaces, err := engaged.Kind(mgr, &corev1.Namespace{}, toCluster, filter)
+	if err != nil {
+		return err
+	}
+	copies, err := engaged.Kind(mgr, &corev1.ConfigMap{}, toCluster, filter) // drift: an edited or deleted copy
+	if err != nil {
+		return err
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("trust-bundles").
-		Watches(&corev1.Namespace{}, toCluster, engage...).
-		Watches(&corev1.ConfigMap{}, toCluster, engage...). // drift: an edited or deleted copy
-		WatchesRawSource(fan.source()).                     // the bundle changed
+		WatchesRawSource(namespaces).
+		WatchesRawSource(copies).
+		WatchesRawSource(fan.source()). // the bundle changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 2}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {

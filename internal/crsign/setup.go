@@ -109,6 +109,12 @@ func (o *Options) defaults() {
 	}
 }
 
+// Informers are the downstream informers the signer needs, for the
+// inventory to start and sync when it connects a cluster (not when the
+// cluster is engaged: an informer started then is waited for inside every
+// engagement at once).
+func Informers() []client.Object { return []client.Object{&cmapi.CertificateRequest{}} }
+
 // ForHub reports whether a request names a hub issuer (issuerRef.group
 // certhub.io): the only ones this package touches.
 func ForHub(cr *cmapi.CertificateRequest) bool { return cr.Spec.IssuerRef.Group == hubapi.GroupName }

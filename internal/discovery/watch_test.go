@@ -1,12 +1,18 @@
 package discovery
 
 import (
+	"context"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 func secretMeta(ns, name, rv string) *metav1.PartialObjectMetadata {
@@ -88,5 +94,51 @@ func TestSecretStoreReplace(t *testing.T) {
 				t.Errorf("queued %v, want %v", queued, tc.wantQueued)
 			}
 		})
+	}
+}
+
+// countingInformer counts the handlers registered on it.
+type countingInformer struct {
+	cache.Informer
+	mu       sync.Mutex
+	handlers int
+}
+
+func (i *countingInformer) AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.handlers++
+	return nil, nil
+}
+
+func (i *countingInformer) RemoveEventHandler(toolscache.ResourceEventHandlerRegistration) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.handlers--
+	return nil
+}
+
+func (i *countingInformer) count() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.handlers
+}
+
+// A handler on the cluster's informer lasts as long as the engagement: the
+// cluster engaged again after its first engagement ended holds one.
+func TestHandleUntilEngagementEnds(t *testing.T) {
+	inf := &countingInformer{}
+	first, endFirst := context.WithCancel(t.Context())
+	if err := handleUntil(first, inf, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+		t.Fatal(err)
+	}
+	endFirst()
+	if err := handleUntil(t.Context(), inf, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return inf.count() == 1, nil
+	}); err != nil {
+		t.Fatalf("%d handlers registered after the first engagement ended, want 1", inf.count())
 	}
 }

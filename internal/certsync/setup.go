@@ -324,11 +324,11 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	// unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 	certificates, err := engaged.Kind(mgr, newCertificateObject(), mchandler.EnqueueRequestForObject, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to watch Certificates: %w", err)
 	}
 	secrets, err := engaged.Kind(mgr, &corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to watch Secrets: %w", err)
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").

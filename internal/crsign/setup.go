@@ -1,6 +1,8 @@
 package crsign
 
 import (
+	"fmt"
+
 	"context"
 	"crypto/x509"
 	"errors"
@@ -137,7 +139,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	})
 	requests, err := engaged.Kind(mgr, &cmapi.CertificateRequest{}, mchandler.EnqueueRequestForObject, nil, forHub)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to watch CertificateRequests: %w", err)
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("crsign").

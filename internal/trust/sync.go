@@ -142,11 +142,11 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	namespaces, err := engaged.Kind(mgr, &corev1.Namespace{}, toCluster, filter)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to watch Namespaces: %w", err)
 	}
 	copies, err := engaged.Kind(mgr, &corev1.ConfigMap{}, toCluster, filter) // drift: an edited or deleted copy
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to watch ConfigMaps: %w", err)
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("trust-bundles").

@@ -1,11 +1,10 @@
 package crsign
 
 import (
-	"fmt"
-
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"

@@ -29,7 +29,6 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -321,19 +320,10 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if opts.Rotation != nil {
 		opts.Rotation.Subscribe(feed.kickAll) // a wave started, or a cluster's bundles hold the next CA: its Certificates are decided again
 	}
-	// unstructured: one undecodable Certificate must not stall the cluster (decode.go)
-	certificates, err := engaged.Kind(mgr, newCertificateObject(), mchandler.EnqueueRequestForObject, nil)
-	if err != nil {
-		return fmt.Errorf("failed to watch Certificates: %w", err)
-	}
-	secrets, err := engaged.Kind(mgr, &corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate), nil)
-	if err != nil {
-		return fmt.Errorf("failed to watch Secrets: %w", err)
-	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
-		WatchesRawSource(certificates).
-		WatchesRawSource(secrets).
+		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
+		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
 		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -19,14 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
-	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
@@ -110,12 +107,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// Informers are the downstream informers the signer needs, for the
-// inventory to start and sync when it connects a cluster (not when the
-// cluster is engaged: an informer started then is waited for inside every
-// engagement at once).
-func Informers() []client.Object { return []client.Object{&cmapi.CertificateRequest{}} }
-
 // ForHub reports whether a request names a hub issuer (issuerRef.group
 // certhub.io): the only ones this package touches.
 func ForHub(cr *cmapi.CertificateRequest) bool { return cr.Spec.IssuerRef.Group == hubapi.GroupName }
@@ -136,13 +127,9 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		cr, ok := o.(*cmapi.CertificateRequest)
 		return ok && ForHub(cr)
 	})
-	requests, err := engaged.Kind(mgr, &cmapi.CertificateRequest{}, mchandler.EnqueueRequestForObject, nil, forHub)
-	if err != nil {
-		return fmt.Errorf("failed to watch CertificateRequests: %w", err)
-	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("crsign").
-		WatchesRawSource(requests).
+		For(&cmapi.CertificateRequest{}, mcbuilder.WithPredicates(forHub)).
 		WatchesRawSource(modeSource(opts.Modes, mgr.GetCluster, base)).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {

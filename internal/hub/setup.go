@@ -118,7 +118,7 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 	}
 	shimOpts := h.shimOptions()
 	informers := func(scoped bool) []client.Object {
-		out := append(append(certsync.Informers(), shim.Informers(shimOpts)...), crsign.Informers()...)
+		out := append(certsync.Informers(), shim.Informers(shimOpts)...)
 		if o.TrustBundles && !scoped {
 			out = append(out, trust.Informers()...)
 		}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
-	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/migrate"
 )
@@ -131,19 +130,17 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		}
 		r := &reconciler{getCluster: mgr.GetCluster, opts: opts, object: k.object, kind: k.kind, clients: map[multicluster.ClusterName]*clusterClients{}}
 		log := base.WithName(k.name)
-		owners, err := engaged.Kind(mgr, k.object(), mchandler.EnqueueRequestForObject, k.filter)
-		if err != nil {
-			return fmt.Errorf("failed to set up the %s: %w", k.name, err)
+		var engage []mcbuilder.ForOption
+		var watchEngage []mcbuilder.WatchesOption
+		if k.filter != nil {
+			engage = append(engage, mcbuilder.WithClusterFilter(k.filter))
+			watchEngage = append(watchEngage, mcbuilder.WithClusterFilter(k.filter))
 		}
-		// A shim Certificate edited or deleted by someone: its owner is synced again.
-		certificates, err := engaged.Kind(mgr, certificateObject(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](ownedBy(k.kind)), k.filter)
-		if err != nil {
-			return fmt.Errorf("failed to set up the %s: %w", k.name, err)
-		}
-		err = mcbuilder.ControllerManagedBy(mgr).
+		err := mcbuilder.ControllerManagedBy(mgr).
 			Named(k.name).
-			WatchesRawSource(owners).
-			WatchesRawSource(certificates).
+			For(k.object(), engage...).
+			// A shim Certificate edited or deleted by someone: its owner is synced again.
+			Watches(certificateObject(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](ownedBy(k.kind)), watchEngage...).
 			WatchesRawSource(migrate.RequeueSource(opts.Changes, mgr.GetCluster, k.list, nil, log)). // skipped while the gate said no
 			WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 			WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {

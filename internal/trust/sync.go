@@ -28,7 +28,6 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 )
 
@@ -136,23 +135,15 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	toCluster := mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](func(context.Context, client.Object) []mcreconcile.Request {
 		return []mcreconcile.Request{{}} // the cluster is filled in by the handler
 	})
-	var filter mcbuilder.ClusterFilterFunc
+	var engage []mcbuilder.WatchesOption
 	if opts.Engage != nil {
-		filter = func(name multicluster.ClusterName, _ cluster.Cluster) bool { return opts.Engage(name) }
-	}
-	namespaces, err := engaged.Kind(mgr, &corev1.Namespace{}, toCluster, filter)
-	if err != nil {
-		return fmt.Errorf("failed to watch Namespaces: %w", err)
-	}
-	copies, err := engaged.Kind(mgr, &corev1.ConfigMap{}, toCluster, filter) // drift: an edited or deleted copy
-	if err != nil {
-		return fmt.Errorf("failed to watch ConfigMaps: %w", err)
+		engage = append(engage, mcbuilder.WithClusterFilter(func(name multicluster.ClusterName, _ cluster.Cluster) bool { return opts.Engage(name) }))
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("trust-bundles").
-		WatchesRawSource(namespaces).
-		WatchesRawSource(copies).
-		WatchesRawSource(fan.source()). // the bundle changed
+		Watches(&corev1.Namespace{}, toCluster, engage...).
+		Watches(&corev1.ConfigMap{}, toCluster, engage...). // drift: an edited or deleted copy
+		WatchesRawSource(fan.source()).                     // the bundle changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 2}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {

@@ -336,7 +336,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			}
 			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 		}).
-		Complete(r)
+		Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
 }
 
 // revocationWaker is r as a Waker; nil when r is.

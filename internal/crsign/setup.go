@@ -138,7 +138,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			}
 			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 		}).
-		Complete(r)
+		Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
 }
 
 // modeSource queues every hub request of a cluster whose mode changed (to

@@ -20,6 +20,8 @@
 //   - Owns and BeginWrite are safe for concurrent use and never block on
 //     the network.
 //   - A nil Fence allows every write (WriteContext returns ctx unchanged).
+//   - A Fence whose ownership can pause (a late renewal) is a Pauser;
+//     RetryPaused requeues the reconciles that overlapped a pause.
 package fence
 
 import (

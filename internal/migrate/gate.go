@@ -130,7 +130,11 @@ type Gate struct {
 	pending map[multicluster.ClusterName]bool
 }
 
-var _ fence.Fence = (*Gate)(nil)
+var (
+	_ fence.Fence  = (*Gate)(nil)
+	_ fence.Pauser = (*Gate)(nil)
+	_ fence.Pauser = requestFence{}
+)
 
 // New returns a Gate; it looks at nothing until Start.
 func New(opts Options) (*Gate, error) {
@@ -202,6 +206,31 @@ func (f requestFence) BeginWrite(name multicluster.ClusterName) (string, time.Ti
 		return "", time.Time{}, func() {}, false
 	}
 	return f.g.opts.Fence.BeginWrite(name)
+}
+
+// Mark is the inner fence's (fence.Pauser); 0 when it has no pauses.
+func (f requestFence) Mark(name multicluster.ClusterName) uint64 { return f.g.Mark(name) }
+
+// Paused is the inner fence's (fence.Pauser).
+func (f requestFence) Paused(name multicluster.ClusterName, mark uint64) (time.Duration, bool) {
+	return f.g.Paused(name, mark)
+}
+
+// Mark is the inner fence's (fence.Pauser); 0 when it has no pauses. A
+// mode's own gating needs none: a mode change requeues what it concerns.
+func (g *Gate) Mark(name multicluster.ClusterName) uint64 {
+	if p, ok := g.opts.Fence.(fence.Pauser); ok {
+		return p.Mark(name)
+	}
+	return 0
+}
+
+// Paused is the inner fence's (fence.Pauser).
+func (g *Gate) Paused(name multicluster.ClusterName, mark uint64) (time.Duration, bool) {
+	if p, ok := g.opts.Fence.(fence.Pauser); ok {
+		return p.Paused(name, mark)
+	}
+	return 0, false
 }
 
 // Owns is the fence's answer, only where the hub writes.

@@ -37,6 +37,10 @@
 //     moment even if the loop is busy. Every acquisition increments
 //     leaseTransitions, and writers stamp "<replica>/<transition>" on what
 //     they write, so a stale writer is detectable after the fact.
+//   - Pauses: a renewal that succeeds after RenewDeadline keeps the fence
+//     and the engagements; Owns was false meanwhile. Mark/Paused
+//     (fence.Pauser) tell the controllers which reconciles overlapped the
+//     pause, and fence.RetryPaused requeues just those.
 //   - Handoff: when the assignment moves a cluster away, or on shutdown, the
 //     replica cancels the engagement, then clears the fence's holder; on
 //     shutdown it also deletes its peer Lease, so peers take over without

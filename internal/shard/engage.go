@@ -37,25 +37,6 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 	return nil
 }
 
-// reengage restarts the engagements of f's clusters: syncEngagements engages
-// them again at once (the fence is held), and the controllers' sources
-// replay every cached object.
-func (c *Coordinator) reengage(f *fenceState) {
-	c.mu.Lock()
-	n := 0
-	for name, cs := range c.clusters {
-		if cs.engCancel != nil && FenceKey(string(name), c.opts.Buckets) == f.key {
-			cs.engCancel()
-			cs.engCancel = nil
-			n++
-		}
-	}
-	c.mu.Unlock()
-	c.metrics.fenceFailures.WithLabelValues("late").Inc()
-	c.log.Info("fence renewed after its renew deadline; engaging its clusters anew", "fence", f.name, "clusters", n)
-	c.syncEngagements()
-}
-
 // syncEngagements engages clusters whose fence is held and cancels the rest.
 func (c *Coordinator) syncEngagements() {
 	type start struct {

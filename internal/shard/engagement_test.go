@@ -126,8 +126,9 @@ func TestStandbyAreTheClustersItWouldTakeOver(t *testing.T) {
 
 // A renewal answered only after the renew deadline keeps the fence, but
 // Owns was false from the deadline on (writes refused, reconciles skipped):
-// the cluster is engaged anew, so the controllers see every object again.
-func TestLateRenewalRestartsTheEngagement(t *testing.T) {
+// the engagement goes on, and Paused tells the controllers that what ran
+// during the pause must be tried again — only that, not every object.
+func TestLateRenewalPausesOwnership(t *testing.T) {
 	h := newHarness(t, "r0", nil)
 	h.addCluster("east")
 	h.c.step(h.ctx)
@@ -135,28 +136,53 @@ func TestLateRenewalRestartsTheEngagement(t *testing.T) {
 	h.rec.mu.Lock()
 	first := h.rec.engaged["east"]
 	h.rec.mu.Unlock()
+	before := h.c.Mark("east")
+	if _, paused := h.c.Paused("east", before); paused {
+		t.Fatal("paused before any late renewal")
+	}
+	var during uint64
+	var ownedDuring bool
 	h.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, "east") {
 			h.clk.Step(h.c.opts.RenewDeadline) // the hub answers the fence renewal late
+			during = h.c.Mark("east")
+			_, ownedDuring = h.owns("east")
 		}
 		return false, nil, nil
 	})
 	h.clk.Step(h.c.opts.RenewInterval)
 	h.c.step(h.ctx)
 	h.cs.ReactionChain = h.cs.ReactionChain[1:]
-	if first.Err() == nil {
-		t.Error("the engagement of the late renewal was not ended")
+	if ownedDuring {
+		t.Error("owned past the renew deadline, before the late renewal came")
 	}
-	h.waitEngaged("east")
-	h.rec.mu.Lock()
-	again := h.rec.engaged["east"]
-	h.rec.mu.Unlock()
-	if again == first || again.Err() != nil {
-		t.Error("not engaged anew")
+	if first.Err() != nil {
+		t.Error("the late renewal ended the engagement; it should only pause ownership")
+	}
+	for name, mark := range map[string]uint64{"a reconcile begun before the pause": before, "a reconcile begun during the pause": during} {
+		if retry, paused := h.c.Paused("east", mark); !paused || retry != h.c.opts.RetryPeriod {
+			t.Errorf("%s: Paused = %v, %v; want true, %v", name, paused, retry, h.c.opts.RetryPeriod)
+		}
 	}
 	h.c.step(h.ctx) // renewed again, on time
 	if stamp, ok := h.owns("east"); !ok || stamp != "r0/0" {
 		t.Errorf("after the late renewal: owns %v with stamp %q, want r0/0 (the same holding)", ok, stamp)
+	}
+	after := h.c.Mark("east")
+	h.clk.Step(h.c.opts.RenewInterval)
+	h.c.step(h.ctx) // and again
+	if _, paused := h.c.Paused("east", after); paused {
+		t.Error("a reconcile begun after the pause ended counts as paused")
+	}
+	// Once the fence is lost, nothing is retried here: the next owner's
+	// engagement sees every object anew.
+	h.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("hub unreachable")
+	})
+	h.clk.Step(h.c.opts.RenewDeadline + time.Second)
+	h.c.step(h.ctx)
+	if _, paused := h.c.Paused("east", before); paused {
+		t.Error("Paused after the fence was lost")
 	}
 }
 

@@ -23,6 +23,7 @@ type fenceState struct {
 	transitions int32
 	lease       *coordinationv1.Lease // as last written by us
 	writes      int                   // downstream writes begun (BeginWrite) and not yet done
+	pauses      uint64                // renewals that came after the renew deadline
 }
 
 // Owns reports whether this replica may write to cluster now, and the stamp
@@ -204,9 +205,12 @@ func (c *Coordinator) fenceLease(f *fenceState, cur *coordinationv1.Lease, now t
 // renew renews a held fence. A renewal that succeeds only after
 // RenewDeadline keeps the fence (nobody could take it before
 // LeaseDuration), but Owns was false from the deadline on, so writes were
-// refused and reconciles skipped meanwhile: the fence's engagements start
-// anew, and the controllers see every object again — nothing skipped stays
-// skipped (found at 1,000 clusters, when a busy hub answered renewals late).
+// refused and reconciles skipped meanwhile: the pause ends (Mark changes),
+// and the controllers retry what ran during it (fence.RetryPaused).
+//
+// Until 2026-12-05 a late renewal engaged the fence's clusters anew, so
+// every object was replayed; at 10,000 clusters that storm kept a busy
+// replica late (docs/benchmarks.md).
 func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 	now := c.opts.clock.Now()
 	prev := c.lastRenew(f)
@@ -216,9 +220,10 @@ func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err == nil {
 		c.obs.record(got, now)
+		late := c.opts.clock.Since(prev) >= c.opts.RenewDeadline
 		c.setHeld(f, true, got, now)
-		if c.opts.clock.Since(prev) >= c.opts.RenewDeadline {
-			c.reengage(f)
+		if late {
+			c.resume(f)
 		}
 		return
 	}

@@ -149,7 +149,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 				}
 				return log.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 			}).
-			Complete(r)
+			Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
 		if err != nil {
 			return fmt.Errorf("failed to set up the %s: %w", k.name, err)
 		}

@@ -151,7 +151,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			}
 			return log.WithValues("cluster", req.ClusterName)
 		}).
-		Complete(r)
+		Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
 }
 
 // fanout queues every engaged cluster when the bundle changes.

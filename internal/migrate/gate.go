@@ -121,6 +121,8 @@ type Gate struct {
 	opts    Options
 	metrics *gateMetrics
 	kick    chan struct{}
+	// pauser is opts.Fence's, nil when it has no pauses.
+	pauser fence.Pauser
 
 	mu     sync.Mutex
 	states map[multicluster.ClusterName]*state
@@ -146,8 +148,9 @@ func New(opts Options) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Gate{opts: opts, metrics: m, kick: make(chan struct{}, 1), states: map[multicluster.ClusterName]*state{},
-		pending: map[multicluster.ClusterName]bool{}}, nil
+	p, _ := opts.Fence.(fence.Pauser)
+	return &Gate{opts: opts, metrics: m, kick: make(chan struct{}, 1), pauser: p,
+		states: map[multicluster.ClusterName]*state{}, pending: map[multicluster.ClusterName]bool{}}, nil
 }
 
 // Mode is the cluster's mode.
@@ -219,18 +222,18 @@ func (f requestFence) Paused(name multicluster.ClusterName, mark uint64) (time.D
 // Mark is the inner fence's (fence.Pauser); 0 when it has no pauses. A
 // mode's own gating needs none: a mode change requeues what it concerns.
 func (g *Gate) Mark(name multicluster.ClusterName) uint64 {
-	if p, ok := g.opts.Fence.(fence.Pauser); ok {
-		return p.Mark(name)
+	if g.pauser == nil {
+		return 0
 	}
-	return 0
+	return g.pauser.Mark(name)
 }
 
 // Paused is the inner fence's (fence.Pauser).
 func (g *Gate) Paused(name multicluster.ClusterName, mark uint64) (time.Duration, bool) {
-	if p, ok := g.opts.Fence.(fence.Pauser); ok {
-		return p.Paused(name, mark)
+	if g.pauser == nil {
+		return 0, false
 	}
-	return 0, false
+	return g.pauser.Paused(name, mark)
 }
 
 // Owns is the fence's answer, only where the hub writes.

@@ -123,10 +123,20 @@ func (c *Coordinator) isHeld(f *fenceState) bool {
 	return f.held
 }
 
-// setHeld records a fence state change under the lock Owns reads with.
-func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Lease, at time.Time) {
+// setHeld records a fence state change under the lock Owns and Mark read
+// with. A renewal of a held fence that lands after its renew deadline ends
+// a pause, counted here so that no Mark sees the new renewal without it;
+// setHeld reports whether it did. The deadline is checked against the
+// clock now, not at (when the renewal was sent): a Mark taken while the
+// request was in flight may have seen the pause.
+func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Lease, at time.Time) (resumed bool) {
+	now := c.opts.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if held && f.held && now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
+		f.pauses++
+		resumed = true
+	}
 	f.held = held
 	if lease != nil {
 		f.lease = lease
@@ -135,6 +145,7 @@ func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Le
 	if held {
 		f.lastRenew = at
 	}
+	return resumed
 }
 
 func (c *Coordinator) acquire(ctx context.Context, f *fenceState) {
@@ -220,10 +231,8 @@ func (c *Coordinator) renew(ctx context.Context, f *fenceState) {
 	got, err := c.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err == nil {
 		c.obs.record(got, now)
-		late := c.opts.clock.Since(prev) >= c.opts.RenewDeadline
-		c.setHeld(f, true, got, now)
-		if late {
-			c.resume(f)
+		if c.setHeld(f, true, got, now) {
+			c.resumed(f)
 		}
 		return
 	}

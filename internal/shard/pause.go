@@ -20,7 +20,7 @@ func (c *Coordinator) Mark(name multicluster.ClusterName) uint64 {
 	now := c.opts.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.markLocked(name, now)
+	return c.markLocked(c.fences[FenceKey(string(name), c.opts.Buckets)], now)
 }
 
 // Paused reports whether a pause of cluster's fence began or ended since
@@ -35,12 +35,11 @@ func (c *Coordinator) Paused(name multicluster.ClusterName, mark uint64) (time.D
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held {
 		return 0, false // not ours: the next engagement sees everything anew
 	}
-	cur := c.markLocked(name, now)
+	cur := c.markLocked(f, now)
 	return c.opts.RetryPeriod, cur != mark || cur&1 == 1
 }
 
-func (c *Coordinator) markLocked(name multicluster.ClusterName, now time.Time) uint64 {
-	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+func (c *Coordinator) markLocked(f *fenceState, now time.Time) uint64 {
 	if f == nil {
 		return 0
 	}
@@ -51,11 +50,9 @@ func (c *Coordinator) markLocked(name multicluster.ClusterName, now time.Time) u
 	return m
 }
 
-// resume ends the pause of f, renewed after its renew deadline.
-func (c *Coordinator) resume(f *fenceState) {
-	c.mu.Lock()
-	f.pauses++
-	c.mu.Unlock()
+// resumed records the end of a pause of f, renewed after its renew
+// deadline; setHeld counted it under the lock Mark reads with.
+func (c *Coordinator) resumed(f *fenceState) {
 	c.metrics.fenceFailures.WithLabelValues("late").Inc()
 	c.log.Info("fence renewed after its renew deadline; retrying what ran meanwhile", "fence", f.name)
 }

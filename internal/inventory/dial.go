@@ -61,7 +61,7 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	if err != nil {
 		return nil, fmt.Errorf("failed to create cluster client: %w", err)
 	}
-	cl := &downstreamCluster{Cluster: base, events: newClusterEvents(ctx, base.GetClient(), p.opts.Scheme, log, p.opts.RequestTimeout)}
+	cl := &downstreamCluster{Cluster: base, cache: newFanoutCache(ctx, base.GetCache(), base.GetScheme()), events: newClusterEvents(ctx, base.GetClient(), p.opts.Scheme, log, p.opts.RequestTimeout)}
 	p.mu.Lock()
 	indexers := append([]index(nil), p.indexers...)
 	p.mu.Unlock()

@@ -32,7 +32,11 @@
 //     minutes folded into a series as client-go does, each cluster draining
 //     its own bounded queue so a hanging cluster delays only its own
 //     Events), the kinds the hub maps that are the same in every cluster
-//     come from a fixed table (mapper.go), and caches drop managedFields.
+//     come from a fixed table (mapper.go), caches drop managedFields, and
+//     each informer serves all the controllers' handlers from one client-go
+//     registration (fanout.go: one event ring and two goroutines per
+//     informer, not per handler; a handler added late is given the objects
+//     held first, so it may see one twice, never miss one).
 //   - The Secret format and its conversion to a rest.Config follow Argo CD's
 //     (util/db SecretToCluster, (*Cluster).RawRestConfig): bearer token,
 //     basic auth, client certificates, exec plugins, AWS via argocd-k8s-auth,

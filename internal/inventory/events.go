@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/reference"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -40,10 +41,21 @@ const (
 	maxRecentEvents = 1024
 )
 
-// downstreamCluster is a connected cluster whose Event recorder is the hub's.
+// downstreamCluster is a connected cluster whose Event recorder is the
+// hub's, and whose cache registers one handler per informer (fanout.go).
 type downstreamCluster struct {
 	cluster.Cluster
+	cache  *fanoutCache
 	events *clusterEvents
+}
+
+// GetCache returns the cluster's cache, whose informers serve all their
+// event handlers from one registration each.
+func (c *downstreamCluster) GetCache() cache.Cache {
+	if c.cache == nil {
+		return c.Cluster.GetCache()
+	}
+	return c.cache
 }
 
 // GetEventRecorder returns a recorder writing events.k8s.io/v1 Events to

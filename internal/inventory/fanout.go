@@ -145,7 +145,7 @@ func (c *fanoutCache) list(ctx context.Context, key fanoutKey) ([]runtime.Object
 		}
 		list = l
 	}
-	if err := c.Cache.List(ctx, list); err != nil {
+	if err := c.List(ctx, list); err != nil {
 		return nil, err
 	}
 	return meta.ExtractList(list)
@@ -213,7 +213,7 @@ func (f *fanoutInformer) RemoveEventHandler(reg toolscache.ResourceEventHandlerR
 // add serves h: the first handler registers with the informer (which
 // gives it every object), a later one is given the objects held now.
 func (f *fanoutInformer) add(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	if !toolscache.WaitForCacheSync(f.c.ctx.Done(), f.Informer.HasSynced) { // at once, usually: GetInformer waited
+	if !toolscache.WaitForCacheSync(f.c.ctx.Done(), f.HasSynced) { // at once, usually: GetInformer waited
 		return nil, fmt.Errorf("the informer of %s did not sync: %w", f.key.gvk, context.Cause(f.c.ctx))
 	}
 	s := &fanoutHandler{h: h, f: f}

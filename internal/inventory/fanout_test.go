@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -51,7 +52,10 @@ func (c *oneInformer) GetInformer(context.Context, client.Object, ...cache.Infor
 func (c *oneInformer) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := list.(*corev1.ConfigMapList)
+	l, ok := list.(*corev1.ConfigMapList)
+	if !ok {
+		return fmt.Errorf("oneInformer lists ConfigMaps only, not %T", list)
+	}
 	for _, o := range c.objs {
 		l.Items = append(l.Items, *o.DeepCopy())
 	}
@@ -140,7 +144,11 @@ type seen struct {
 func (s *seen) record(obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.names = append(s.names, obj.(*corev1.ConfigMap).Name)
+	name := fmt.Sprintf("not a ConfigMap: %T", obj)
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		name = cm.Name
+	}
+	s.names = append(s.names, name)
 }
 
 func (s *seen) handler() toolscache.ResourceEventHandler {

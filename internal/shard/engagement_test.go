@@ -186,6 +186,34 @@ func TestLateRenewalPausesOwnership(t *testing.T) {
 	}
 }
 
+// A renewal sent before the renew deadline that lands after it ends a
+// pause too: a reconcile begun before it that checked ownership while the
+// request was in flight was refused, and is retried.
+func TestRenewalLandingAfterTheDeadlineEndsAPause(t *testing.T) {
+	h := newHarness(t, "r0", nil)
+	h.addCluster("east")
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	before := h.c.Mark("east")
+	var ownedInFlight bool
+	h.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, "east") {
+			h.clk.Step(h.c.opts.RenewDeadline - h.c.opts.RenewInterval) // sent in time, answered at the deadline
+			_, ownedInFlight = h.owns("east")
+		}
+		return false, nil, nil
+	})
+	h.clk.Step(h.c.opts.RenewInterval)
+	h.c.step(h.ctx)
+	h.cs.ReactionChain = h.cs.ReactionChain[1:]
+	if ownedInFlight {
+		t.Fatal("owned at the renew deadline while the renewal was in flight")
+	}
+	if _, paused := h.c.Paused("east", before); !paused {
+		t.Error("a reconcile begun before the renewal, refused while it was in flight, is not retried")
+	}
+}
+
 // When a replica dies, a survivor's new standbys (those it would take from
 // the other survivors) wait until it holds every fence it now has to take
 // over: the takeover goes first. Standbys it already had stay connected.

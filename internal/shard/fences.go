@@ -128,11 +128,12 @@ func (c *Coordinator) isHeld(f *fenceState) bool {
 // a pause, counted here so that no Mark sees the new renewal without it;
 // setHeld reports whether it did. The deadline is checked against the
 // clock now, not at (when the renewal was sent): a Mark taken while the
-// request was in flight may have seen the pause.
+// request was in flight may have seen the pause. The clock is read under
+// the lock: whatever Owns or Mark saw before it, setHeld sees no earlier.
 func (c *Coordinator) setHeld(f *fenceState, held bool, lease *coordinationv1.Lease, at time.Time) (resumed bool) {
-	now := c.opts.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.opts.clock.Now()
 	if held && f.held && now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
 		f.pauses++
 		resumed = true

@@ -41,6 +41,10 @@ type Coordinator struct {
 	metrics *shardMetrics
 	trigger chan struct{}
 	ready   atomic.Bool
+	// keys memoizes each known cluster's fence key (FenceKey hashes and
+	// allocates; the decision loop asks for every cluster's several times
+	// a tick). updateMetrics forgets those of clusters no longer known.
+	keys sync.Map // multicluster.ClusterName → string
 
 	mu         sync.Mutex // guards the fields below; never held across an API call
 	awares     []multicluster.Aware
@@ -54,10 +58,10 @@ type Coordinator struct {
 	// Owned by the decision loop only.
 	peerLease   *coordinationv1.Lease
 	peerRenewed time.Time
-	unownedFrom map[string]time.Time // fence key → when it was first seen without a live holder
-	reported    map[multicluster.ClusterName]bool
-	plan        plan      // the last assignment, recomputed when its inputs change
-	takingOver  time.Time // since when an assigned fence has been waiting to be acquired; zero when none is
+	unownedFrom map[string]time.Time                 // fence key → when it was first seen without a live holder
+	reported    map[multicluster.ClusterName]float64 // the owned gauge's value per cluster, set on change only
+	plan        plan                                 // the last assignment, recomputed when its inputs change
+	takingOver  time.Time                            // since when an assigned fence has been waiting to be acquired; zero when none is
 	// layoutConflict is why another fence layout is in use (layout.go), "" when none is.
 	layoutConflict string
 }
@@ -117,7 +121,7 @@ func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Co
 		fences:      map[string]*fenceState{},
 		wanted:      map[multicluster.ClusterName]role{},
 		unownedFrom: map[string]time.Time{},
-		reported:    map[multicluster.ClusterName]bool{},
+		reported:    map[multicluster.ClusterName]float64{},
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -306,5 +308,35 @@ func TestNewStandbysWaitForTheTakeover(t *testing.T) {
 		if !after[name] && h.c.plan.standby[name] {
 			t.Errorf("%s, a standby, still not connected after the takeover", name)
 		}
+	}
+}
+
+// The per-cluster owned gauge follows the fence: 1 while held, 0 once
+// lost, gone with the registration (it is set only when it changes).
+func TestClusterOwnedGaugeFollowsTheFence(t *testing.T) {
+	h := newHarness(t, "r0", nil)
+	gone := h.addCluster("east")
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	h.c.step(h.ctx)
+	gauge := func() float64 { return testutil.ToFloat64(h.c.metrics.clusterOwned.WithLabelValues("east")) }
+	if got := gauge(); got != 1 {
+		t.Fatalf("owned gauge %v while the fence is held, want 1", got)
+	}
+	h.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("hub unreachable")
+	})
+	h.clk.Step(h.c.opts.RenewDeadline + time.Second)
+	h.c.step(h.ctx)
+	h.c.step(h.ctx)
+	if got := gauge(); got != 0 {
+		t.Errorf("owned gauge %v after the fence was lost, want 0", got)
+	}
+	gone()
+	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		h.c.step(h.ctx)
+		return testutil.CollectAndCount(h.c.metrics.clusterOwned) == 0, nil
+	}); err != nil {
+		t.Errorf("%d owned series after the cluster is gone, want 0", testutil.CollectAndCount(h.c.metrics.clusterOwned))
 	}
 }

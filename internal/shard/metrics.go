@@ -70,6 +70,7 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 		if c.clusters[name] == nil && !c.registered[name] {
 			c.metrics.clusterOwned.DeleteLabelValues(string(name))
 			delete(c.reported, name)
+			c.keys.Delete(name)
 		}
 	}
 	for _, cs := range c.clusters {
@@ -78,12 +79,14 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 		}
 	}
 	for _, name := range c.knownLocked() {
-		c.reported[name] = true
 		v := 0.0
 		if c.heldLocked(name) {
 			v = 1
 		}
-		c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
+		if was, ok := c.reported[name]; !ok || was != v {
+			c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
+			c.reported[name] = v
+		}
 	}
 	for k := range keys {
 		f := c.fences[k]

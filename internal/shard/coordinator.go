@@ -41,10 +41,6 @@ type Coordinator struct {
 	metrics *shardMetrics
 	trigger chan struct{}
 	ready   atomic.Bool
-	// keys memoizes each known cluster's fence key (FenceKey hashes and
-	// allocates; the decision loop asks for every cluster's several times
-	// a tick). updateMetrics forgets those of clusters no longer known.
-	keys sync.Map // multicluster.ClusterName → string
 
 	mu         sync.Mutex // guards the fields below; never held across an API call
 	awares     []multicluster.Aware

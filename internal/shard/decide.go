@@ -52,7 +52,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	names := c.knownLocked()
 	keys := map[string]int{} // fence key → clusters it guards
 	for _, name := range names {
-		keys[c.fenceKey(name)]++
+		keys[FenceKey(string(name), c.opts.Buckets)]++
 	}
 	known := c.known
 	var work []*fenceState
@@ -165,7 +165,7 @@ func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicl
 		self := Peer{ID: c.opts.Identity, Weight: c.opts.Weight}
 		var candidates []multicluster.ClusterName
 		for _, name := range names {
-			if next[c.fenceKey(name)] {
+			if next[FenceKey(string(name), c.opts.Buckets)] {
 				candidates = append(candidates, name)
 			}
 		}
@@ -203,7 +203,7 @@ func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 	c.mu.Lock()
 	acquiring := false
 	for _, name := range names {
-		if pl.assign[c.fenceKey(name)] == c.opts.Identity && !c.heldLocked(name) {
+		if pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity && !c.heldLocked(name) {
 			acquiring = true
 			break
 		}
@@ -217,7 +217,7 @@ func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 	hold := acquiring && now.Sub(c.takingOver) < c.opts.LeaseDuration+c.opts.RenewDeadline
 	for _, name := range names {
 		switch {
-		case pl.assign[c.fenceKey(name)] == c.opts.Identity || c.heldLocked(name):
+		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
 			next[name] = roleOwner
 		case pl.standby[name] && hold && c.wanted[name] == roleNone:
 			waiting++

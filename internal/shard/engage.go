@@ -48,7 +48,7 @@ func (c *Coordinator) syncEngagements() {
 	c.mu.Lock()
 	awares := append([]multicluster.Aware(nil), c.awares...)
 	for name, cs := range c.clusters {
-		f := c.fences[c.fenceKey(name)]
+		f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 		held := f != nil && f.held
 		switch {
 		case held && cs.engCancel == nil && cs.ctx.Err() == nil:

@@ -79,7 +79,7 @@ func (c *Coordinator) BeginWrite(name multicluster.ClusterName) (stamp string, u
 // to it at now. c.mu is held.
 func (c *Coordinator) ownedLocked(name multicluster.ClusterName, now time.Time) (*fenceState, bool) {
 	cs := c.clusters[name]
-	f := c.fences[c.fenceKey(name)]
+	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held || now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
 		return nil, false
 	}
@@ -107,7 +107,7 @@ func (c *Coordinator) awaitWrites(ctx context.Context, f *fenceState, deadline t
 // heldLocked reports whether this replica holds the fence of cluster name.
 // c.mu is held.
 func (c *Coordinator) heldLocked(name multicluster.ClusterName) bool {
-	f := c.fences[c.fenceKey(name)]
+	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
 	return f != nil && f.held
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -47,18 +46,6 @@ func FenceKey(cluster string, buckets int) string {
 		return cluster
 	}
 	return "bucket-" + strconv.FormatUint(xxhash.Sum64String(cluster)%uint64(buckets), 10)
-}
-
-// fenceKey is FenceKey for this replica's layout, memoized per cluster.
-func (c *Coordinator) fenceKey(name multicluster.ClusterName) string {
-	if k, ok := c.keys.Load(name); ok {
-		if key, ok := k.(string); ok {
-			return key
-		}
-	}
-	key := FenceKey(string(name), c.opts.Buckets)
-	c.keys.Store(name, key)
-	return key
 }
 
 // observation is what this replica knows of one Lease, client-go style:

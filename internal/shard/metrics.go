@@ -70,7 +70,6 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 		if c.clusters[name] == nil && !c.registered[name] {
 			c.metrics.clusterOwned.DeleteLabelValues(string(name))
 			delete(c.reported, name)
-			c.keys.Delete(name)
 		}
 	}
 	for _, cs := range c.clusters {

@@ -144,17 +144,10 @@ func TestLateRenewalPausesOwnership(t *testing.T) {
 	}
 	var during uint64
 	var ownedDuring bool
-	h.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, "east") {
-			h.clk.Step(h.c.opts.RenewDeadline) // the hub answers the fence renewal late
-			during = h.c.Mark("east")
-			_, ownedDuring = h.owns("east")
-		}
-		return false, nil, nil
+	h.renewLate("east", h.c.opts.RenewDeadline, func() { // the hub answers the fence renewal late
+		during = h.c.Mark("east")
+		_, ownedDuring = h.owns("east")
 	})
-	h.clk.Step(h.c.opts.RenewInterval)
-	h.c.step(h.ctx)
-	h.cs.ReactionChain = h.cs.ReactionChain[1:]
 	if ownedDuring {
 		t.Error("owned past the renew deadline, before the late renewal came")
 	}
@@ -188,6 +181,23 @@ func TestLateRenewalPausesOwnership(t *testing.T) {
 	}
 }
 
+// renewLate runs the next decision step RenewInterval on, with the hub
+// answering cluster's fence renewal by more later: the clock moves on
+// while the request is in flight, and meanwhile runs then.
+func (h *harness) renewLate(cluster string, by time.Duration, meanwhile func()) {
+	h.t.Helper()
+	h.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, cluster) {
+			h.clk.Step(by)
+			meanwhile()
+		}
+		return false, nil, nil
+	})
+	h.clk.Step(h.c.opts.RenewInterval)
+	h.c.step(h.ctx)
+	h.cs.ReactionChain = h.cs.ReactionChain[1:]
+}
+
 // A renewal sent before the renew deadline that lands after it ends a
 // pause too: a reconcile begun before it that checked ownership while the
 // request was in flight was refused, and is retried.
@@ -198,16 +208,9 @@ func TestRenewalLandingAfterTheDeadlineEndsAPause(t *testing.T) {
 	h.waitEngaged("east")
 	before := h.c.Mark("east")
 	var ownedInFlight bool
-	h.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == leaseName(DefaultFencePrefix, "east") {
-			h.clk.Step(h.c.opts.RenewDeadline - h.c.opts.RenewInterval) // sent in time, answered at the deadline
-			_, ownedInFlight = h.owns("east")
-		}
-		return false, nil, nil
+	h.renewLate("east", h.c.opts.RenewDeadline-h.c.opts.RenewInterval, func() { // sent in time, answered at the deadline
+		_, ownedInFlight = h.owns("east")
 	})
-	h.clk.Step(h.c.opts.RenewInterval)
-	h.c.step(h.ctx)
-	h.cs.ReactionChain = h.cs.ReactionChain[1:]
 	if ownedInFlight {
 		t.Fatal("owned at the renew deadline while the renewal was in flight")
 	}

@@ -62,7 +62,7 @@ func (r *recorder) active() map[multicluster.ClusterName]bool {
 // harness is one replica's Coordinator on a fake clientset and a fake clock,
 // driven step by step (no informer: other replicas' Leases are observed by hand).
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	c   *Coordinator
 	cs  *fake.Clientset
 	clk *clocktesting.FakeClock
@@ -72,7 +72,7 @@ type harness struct {
 
 var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-func newHarness(t *testing.T, id string, mutate func(*Options)) *harness {
+func newHarness(t testing.TB, id string, mutate func(*Options)) *harness {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(epoch)
 	opts := Options{Config: &rest.Config{}, Namespace: testNS, Identity: id, Registerer: prometheus.NewRegistry(), clock: clk}

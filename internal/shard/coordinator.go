@@ -46,6 +46,7 @@ type Coordinator struct {
 	awares     []multicluster.Aware
 	clusters   map[multicluster.ClusterName]*clusterState // connected: handed over by the provider
 	registered map[multicluster.ClusterName]bool          // valid registrations, connected or not
+	keys       map[multicluster.ClusterName]string        // the fence key of every known cluster (registered or connected), hashed once
 	known      uint64                                     // bumped on every change of clusters or registered
 	fences     map[string]*fenceState                     // by fence key
 	wanted     map[multicluster.ClusterName]role          // what this replica should be connected to
@@ -114,6 +115,7 @@ func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Co
 		trigger:     make(chan struct{}, 1),
 		clusters:    map[multicluster.ClusterName]*clusterState{},
 		registered:  map[multicluster.ClusterName]bool{},
+		keys:        map[multicluster.ClusterName]string{},
 		fences:      map[string]*fenceState{},
 		wanted:      map[multicluster.ClusterName]role{},
 		unownedFrom: map[string]time.Time{},
@@ -147,7 +149,7 @@ func (c *Coordinator) Register(name multicluster.ClusterName) {
 	c.mu.Lock()
 	if !c.registered[name] {
 		c.registered[name] = true
-		c.known++
+		c.trackLocked(name)
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -158,7 +160,7 @@ func (c *Coordinator) Unregister(name multicluster.ClusterName) {
 	c.mu.Lock()
 	if c.registered[name] {
 		delete(c.registered, name)
-		c.known++
+		c.trackLocked(name)
 	}
 	c.mu.Unlock()
 	c.kick()
@@ -311,15 +313,14 @@ var (
 func (c *Coordinator) Share() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names := c.knownLocked()
-	if len(names) == 0 {
+	if len(c.keys) == 0 {
 		return 0
 	}
 	held := 0
-	for _, name := range names {
-		if c.heldLocked(name) {
+	for _, key := range c.keys {
+		if c.heldLocked(key) {
 			held++
 		}
 	}
-	return float64(held) / float64(len(names))
+	return float64(held) / float64(len(c.keys))
 }

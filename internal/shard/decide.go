@@ -49,10 +49,10 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.metrics.peers.Set(float64(len(peers)))
 
 	c.mu.Lock()
-	names := c.knownLocked()
+	members := c.knownLocked()
 	keys := map[string]int{} // fence key → clusters it guards
-	for _, name := range names {
-		keys[FenceKey(string(name), c.opts.Buckets)]++
+	for _, m := range members {
+		keys[m.key]++
 	}
 	known := c.known
 	var work []*fenceState
@@ -70,7 +70,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	c.mu.Unlock()
 
-	pl := c.planFor(peers, keys, names, known)
+	pl := c.planFor(peers, keys, members, known)
 	conflict := c.obs.layoutConflict(now, c.opts.Identity, c.opts.Buckets)
 	c.noteLayoutConflict(conflict)
 	// Each fence is written by one goroutine at a time, at most
@@ -106,7 +106,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		// A replica that cannot renew its own peer Lease keeps its
 		// connections as they are: it owns nothing meanwhile, and dropping
 		// every cache during a hub outage would only slow the recovery.
-		c.syncWanted(pl, names)
+		c.syncWanted(pl, members)
 	}
 	c.updateMetrics(keys)
 }
@@ -131,7 +131,7 @@ func (c *Coordinator) noteLayoutConflict(why string) {
 // planFor returns the assignment of the fence keys (with their cluster
 // counts) to peers and this replica's standby clusters, reusing the last
 // plan while its inputs — peers, weights, known clusters — are unchanged.
-func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicluster.ClusterName, known uint64) plan {
+func (c *Coordinator) planFor(peers []Peer, keys map[string]int, members []member, known uint64) plan {
 	ids := make([]string, 0, len(peers))
 	for _, p := range peers {
 		ids = append(ids, p.ID+"="+strconv.FormatFloat(p.Weight, 'g', -1, 64))
@@ -164,9 +164,9 @@ func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicl
 		}
 		self := Peer{ID: c.opts.Identity, Weight: c.opts.Weight}
 		var candidates []multicluster.ClusterName
-		for _, name := range names {
-			if next[FenceKey(string(name), c.opts.Buckets)] {
-				candidates = append(candidates, name)
+		for _, m := range members {
+			if next[m.key] {
+				candidates = append(candidates, m.name)
 			}
 		}
 		// The closest first: the highest rendezvous score for this replica.
@@ -196,14 +196,14 @@ func (c *Coordinator) planFor(peers []Peer, keys map[string]int, names []multicl
 // hub with the takeover they exist to speed up. Standbys already connected
 // stay; the hold ends when every assigned fence is held, or after
 // LeaseDuration + RenewDeadline at most.
-func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
-	next := make(map[multicluster.ClusterName]role, len(names))
+func (c *Coordinator) syncWanted(pl plan, members []member) {
+	next := make(map[multicluster.ClusterName]role, len(members))
 	standby, waiting := 0, 0
 	now := c.opts.clock.Now()
 	c.mu.Lock()
 	acquiring := false
-	for _, name := range names {
-		if pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity && !c.heldLocked(name) {
+	for _, m := range members {
+		if pl.assign[m.key] == c.opts.Identity && !c.heldLocked(m.key) {
 			acquiring = true
 			break
 		}
@@ -215,14 +215,14 @@ func (c *Coordinator) syncWanted(pl plan, names []multicluster.ClusterName) {
 		c.takingOver = now
 	}
 	hold := acquiring && now.Sub(c.takingOver) < c.opts.LeaseDuration+c.opts.RenewDeadline
-	for _, name := range names {
+	for _, m := range members {
 		switch {
-		case pl.assign[FenceKey(string(name), c.opts.Buckets)] == c.opts.Identity || c.heldLocked(name):
-			next[name] = roleOwner
-		case pl.standby[name] && hold && c.wanted[name] == roleNone:
+		case pl.assign[m.key] == c.opts.Identity || c.heldLocked(m.key):
+			next[m.name] = roleOwner
+		case pl.standby[m.name] && hold && c.wanted[m.name] == roleNone:
 			waiting++
-		case pl.standby[name]:
-			next[name] = roleStandby
+		case pl.standby[m.name]:
+			next[m.name] = roleStandby
 			standby++
 		}
 	}
@@ -269,18 +269,43 @@ func (c *Coordinator) membership(now time.Time, selfAlive bool) []Peer {
 	return peers
 }
 
-// knownLocked lists the clusters this replica knows: the registered ones
-// and those the provider connected (Engage alone also makes a cluster
-// known). c.mu is held.
-func (c *Coordinator) knownLocked() []multicluster.ClusterName {
-	names := make([]multicluster.ClusterName, 0, len(c.registered)+len(c.clusters))
-	for name := range c.registered {
-		names = append(names, name)
+// member is a known cluster and the key of its fence.
+type member struct {
+	name multicluster.ClusterName
+	key  string
+}
+
+// knownLocked lists the clusters this replica knows, with their fence keys:
+// the registered ones and those the provider connected (Engage alone also
+// makes a cluster known). c.mu is held.
+func (c *Coordinator) knownLocked() []member {
+	out := make([]member, 0, len(c.keys))
+	for name, key := range c.keys {
+		out = append(out, member{name: name, key: key})
 	}
-	for name := range c.clusters {
-		if !c.registered[name] {
-			names = append(names, name)
-		}
+	return out
+}
+
+// trackLocked bumps c.known and keeps c.keys to the known clusters after
+// name's registration or connection changed. The decision loop reads every
+// cluster's fence key several times a step, up to 1/minStepGap steps a
+// second: hashing each name once, here, is what keeps that walk cheap at
+// 10,000 clusters. c.mu is held.
+func (c *Coordinator) trackLocked(name multicluster.ClusterName) {
+	c.known++
+	if !c.registered[name] && c.clusters[name] == nil {
+		delete(c.keys, name)
+		return
 	}
-	return names
+	if _, ok := c.keys[name]; !ok {
+		c.keys[name] = FenceKey(string(name), c.opts.Buckets)
+	}
+}
+
+// keyLocked returns the fence key of cluster name, known or not. c.mu is held.
+func (c *Coordinator) keyLocked(name multicluster.ClusterName) string {
+	if key, ok := c.keys[name]; ok {
+		return key
+	}
+	return FenceKey(string(name), c.opts.Buckets)
 }

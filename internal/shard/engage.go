@@ -19,7 +19,7 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 		old.engCancel() // new connection data: re-engaged below with the new cluster
 	}
 	c.clusters[name] = st
-	c.known++
+	c.trackLocked(name)
 	c.mu.Unlock()
 	context.AfterFunc(ctx, func() { // no goroutine per cluster while it is engaged
 		c.mu.Lock()
@@ -28,7 +28,7 @@ func (c *Coordinator) Engage(ctx context.Context, name multicluster.ClusterName,
 				cur.engCancel()
 			}
 			delete(c.clusters, name)
-			c.known++
+			c.trackLocked(name)
 		}
 		c.mu.Unlock()
 		c.kick()
@@ -48,7 +48,7 @@ func (c *Coordinator) syncEngagements() {
 	c.mu.Lock()
 	awares := append([]multicluster.Aware(nil), c.awares...)
 	for name, cs := range c.clusters {
-		f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+		f := c.fences[c.keyLocked(name)]
 		held := f != nil && f.held
 		switch {
 		case held && cs.engCancel == nil && cs.ctx.Err() == nil:

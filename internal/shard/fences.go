@@ -79,7 +79,7 @@ func (c *Coordinator) BeginWrite(name multicluster.ClusterName) (stamp string, u
 // to it at now. c.mu is held.
 func (c *Coordinator) ownedLocked(name multicluster.ClusterName, now time.Time) (*fenceState, bool) {
 	cs := c.clusters[name]
-	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+	f := c.fences[c.keyLocked(name)]
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held || now.Sub(f.lastRenew) >= c.opts.RenewDeadline {
 		return nil, false
 	}
@@ -104,10 +104,9 @@ func (c *Coordinator) awaitWrites(ctx context.Context, f *fenceState, deadline t
 	}
 }
 
-// heldLocked reports whether this replica holds the fence of cluster name.
-// c.mu is held.
-func (c *Coordinator) heldLocked(name multicluster.ClusterName) bool {
-	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+// heldLocked reports whether this replica holds the fence of key. c.mu is held.
+func (c *Coordinator) heldLocked(key string) bool {
+	f := c.fences[key]
 	return f != nil && f.held
 }
 

@@ -1,7 +1,10 @@
 package shard
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
@@ -176,5 +181,56 @@ func TestNextExpiryIgnoresOwnAndReleasedLeases(t *testing.T) {
 	}
 	if got, want := ob.nextExpiry(t0.Add(13*time.Second), "self"), t0.Add(15*time.Second); !got.Equal(want) {
 		t.Fatalf("after a expired: nextExpiry = %v, want %v", got, want)
+	}
+}
+
+// The decision loop reads fence keys from c.keys, hashed once per cluster:
+// whatever order registrations come, go, connect and disconnect in, c.keys
+// holds exactly the known clusters (registered or connected), each with its
+// FenceKey.
+func TestFenceKeysFollowTheKnownClusters(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 20 {
+		h := newHarness(t, "r0", func(o *Options) { o.Buckets = 4 * (round % 2) })
+		names := []multicluster.ClusterName{"a", "b", "c", "d", "e"}
+		cancels := map[multicluster.ClusterName]context.CancelFunc{}
+		for range 200 {
+			name := names[rng.IntN(len(names))]
+			switch rng.IntN(4) {
+			case 0:
+				h.c.Register(name)
+			case 1:
+				h.c.Unregister(name)
+			case 2:
+				ctx, cancel := context.WithCancel(h.ctx)
+				if err := h.c.Engage(ctx, name, nil); err != nil {
+					t.Fatal(err)
+				}
+				cancels[name] = cancel
+			case 3:
+				if cancel := cancels[name]; cancel != nil {
+					cancel()
+					delete(cancels, name)
+				}
+			}
+			// Cancelling runs the cluster's removal on context.AfterFunc's goroutine.
+			if err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+				h.c.mu.Lock()
+				defer h.c.mu.Unlock()
+				for _, n := range names {
+					key, ok := h.c.keys[n]
+					known := h.c.registered[n] || h.c.clusters[n] != nil
+					if ok != known || (ok && key != FenceKey(string(n), h.c.opts.Buckets)) {
+						return false, nil
+					}
+				}
+				return len(h.c.keys) <= len(names), nil
+			}); err != nil {
+				h.c.mu.Lock()
+				keys, registered, connected := maps.Clone(h.c.keys), maps.Clone(h.c.registered), len(h.c.clusters)
+				h.c.mu.Unlock()
+				t.Fatalf("round %d: keys %v, registered %v, connected %d", round, keys, registered, connected)
+			}
+		}
 	}
 }

@@ -67,7 +67,7 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name := range c.reported {
-		if c.clusters[name] == nil && !c.registered[name] {
+		if _, known := c.keys[name]; !known {
 			c.metrics.clusterOwned.DeleteLabelValues(string(name))
 			delete(c.reported, name)
 		}
@@ -77,9 +77,9 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 			owned++
 		}
 	}
-	for _, name := range c.knownLocked() {
+	for name, key := range c.keys {
 		v := 0.0
-		if c.heldLocked(name) {
+		if c.heldLocked(key) {
 			v = 1
 		}
 		if was, ok := c.reported[name]; !ok || was != v {

@@ -20,7 +20,7 @@ func (c *Coordinator) Mark(name multicluster.ClusterName) uint64 {
 	now := c.opts.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.markLocked(c.fences[FenceKey(string(name), c.opts.Buckets)], now)
+	return c.markLocked(c.fences[c.keyLocked(name)], now)
 }
 
 // Paused reports whether a pause of cluster's fence began or ended since
@@ -31,7 +31,7 @@ func (c *Coordinator) Paused(name multicluster.ClusterName, mark uint64) (time.D
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs := c.clusters[name]
-	f := c.fences[FenceKey(string(name), c.opts.Buckets)]
+	f := c.fences[c.keyLocked(name)]
 	if cs == nil || cs.engCancel == nil || f == nil || !f.held {
 		return 0, false // not ours: the next engagement sees everything anew
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -109,5 +110,28 @@ func TestFairQueueWithoutBoundServesOneCluster(t *testing.T) {
 		if r, _ := q.Get(); r.Name != fmt.Sprintf("o%d", i) {
 			t.Fatalf("got %s, want o%d", r.Name, i)
 		}
+	}
+}
+
+// A Certificate whose reconciles keep failing waits at most 30 s for its
+// next try, and its failures never delay another cluster's retry (as
+// controller-runtime's shared 10-a-second token bucket would).
+func TestRetryBackoffIsPerCertificateAndCapped(t *testing.T) {
+	rl := retryBackoff()
+	failing, other := req("east", "a"), req("west", "b")
+	for i := range 1000 {
+		if d := rl.When(failing); d > 30*time.Second {
+			t.Fatalf("failure %d waits %s, want at most 30s", i+1, d)
+		}
+	}
+	if d := rl.When(failing); d != 30*time.Second {
+		t.Errorf("after 1,000 failures the wait is %s, want the 30s ceiling", d)
+	}
+	if d := rl.When(other); d != 5*time.Millisecond {
+		t.Errorf("another cluster's first retry waits %s, want 5ms", d)
+	}
+	rl.Forget(failing)
+	if d := rl.When(failing); d != 5*time.Millisecond {
+		t.Errorf("after a success the wait is %s, want 5ms again", d)
 	}
 }

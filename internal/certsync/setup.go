@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -329,7 +330,8 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation
 		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)).        // a cluster's mode or conflict changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
-			NewQueue: newFairQueue(opts.MaxConcurrentReconcilesPerCluster)}). // clusters take turns, each in at most half the workers (fairqueue.go)
+			NewQueue:    newFairQueue(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers (fairqueue.go)
+			RateLimiter: retryBackoff()}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base
@@ -337,6 +339,18 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 		}).
 		Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
+}
+
+// retryBackoff is how long a Certificate whose reconcile failed waits
+// before the next try: 5 ms doubling per failure, at most 30 s —
+// cert-manager's ceiling for Certificates (DefaultCertificateRateLimiter).
+// controller-runtime's default waits up to 1,000 s, and its token bucket
+// (10 retries a second, burst 100) is shared by every cluster: one
+// cluster's failures would delay every other cluster's retries, and an API
+// server that times out for a while leaves its Certificates waiting
+// minutes after it recovered.
+func retryBackoff() workqueue.TypedRateLimiter[mcreconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](5*time.Millisecond, 30*time.Second)
 }
 
 // revocationWaker is r as a Waker; nil when r is.

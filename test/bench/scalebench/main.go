@@ -231,9 +231,14 @@ func (s scale) run(clusters int) (Row, error) {
 		return nil
 	}
 	defer func() {
+		// All at once: each may take its whole wait (60 s, then SIGKILL)
+		// handing back 2,000 clusters, and one after the other that was
+		// minutes of a bed idling at its largest.
+		var wg sync.WaitGroup
 		for _, p := range procs {
-			benchutil.Stop(p, syscall.SIGTERM)
+			wg.Go(func() { benchutil.Stop(p, syscall.SIGTERM) })
 		}
+		wg.Wait()
 	}()
 	t0 = time.Now()
 	for _, id := range ids {

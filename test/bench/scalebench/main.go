@@ -147,7 +147,15 @@ func main() {
 	for _, n := range ns {
 		r, err := s.run(n)
 		if err != nil {
+			if len(r.RSSMiB) > 0 && len(r.HeapInuseMiB) > 0 && len(r.StackMiB) > 0 {
+				rows = append(rows, r) // a failover round that missed: the row shows what was measured, and the miss
+			}
 			printTable(rows)
+			if len(rows) > 0 {
+				if path, werr := benchutil.WriteJSON("scale", *out, map[string]any{"rows": rows, "error": err.Error()}); werr == nil {
+					benchutil.Logf("wrote %s", path)
+				}
+			}
 			fail(fmt.Errorf("%d clusters: %w", n, err))
 		}
 		rows = append(rows, r)
@@ -447,7 +455,7 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 	delete(f.procs, victim)
 	held := make(chan float64, 1)
 	go func() {
-		_ = wait.PollUntilContextTimeout(f.ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(f.ctx, 50*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
 			h, err := holders()
 			if err != nil {
 				return false, nil
@@ -460,13 +468,21 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 			}
 			return true, nil
 		})
+		if f.ctx.Err() != nil {
+			held <- 0
+			return
+		}
+		if err != nil {
+			held <- -1 // not within the poll's 10 minutes
+			return
+		}
 		held <- time.Since(t0).Seconds()
 	}()
 	// A replica's /metrics has series per cluster: scraped once a second.
 	if err := wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
 		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
 	}); err != nil {
-		return 0, 0, owned, fmt.Errorf("%s of %s: never every cluster engaged again", sig, victim)
+		return <-held, -1, owned, fmt.Errorf("%s of %s: not every cluster engaged again within 10 minutes", sig, victim)
 	}
 	engaged = time.Since(t0).Seconds()
 	fences = <-held
@@ -489,6 +505,18 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 	return fences, engaged, owned, nil
 }
 
+// secs prints a failover time: "–" when the round was not reached, "> 10m"
+// when it missed its 10 minutes.
+func secs(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 0:
+		return "> 10m"
+	}
+	return fmt.Sprintf("%.1fs", v)
+}
+
 func mib(b float64) float64 { return float64(int(b/(1<<20)*10+0.5)) / 10 }
 
 func printTable(rows []Row) {
@@ -499,9 +527,9 @@ func printTable(rows []Row) {
 	fmt.Fprintf(tw, "\nSCALE (%d replicas, 128 buckets, lease %.0fs)\tSERVERS\tCERTIFICATES\tALL READY AFTER\tOWNED | CONNECTED PER REPLICA\tRSS PER REPLICA max [all] (goal ≤ %d MiB)\tHUB REQ/S (goal ≤ %d)\tSIGKILL: FENCES / ALL ENGAGED (goal ≤ %.0fs)\tSIGTERM HAND-OFF: FENCES (goal ≤ %ds) / ALL ENGAGED\tDOWNSTREAM WATCHES\tGOROUTINES PER REPLICA\tMAX HEAP / STACKS\tCPU S PER REPLICA\n",
 		rows[0].Replicas, rows[0].LeaseSeconds, goalRSSMiB, goalHubReqPerS, rows[0].LeaseSeconds+5, goalTermS)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%.0fs\t%v | %v\t%.0f MiB %v\t%.1f\t%.1fs / %.1fs (%.0f clusters)\t%.1fs / %.1fs (%.0f clusters)\t%.0f\t%v\t%.0f / %.0f MiB\t%v\n",
+		fmt.Fprintf(tw, "%d clusters\t%d\t%d\t%.0fs\t%v | %v\t%.0f MiB %v\t%.1f\t%s / %s (%.0f clusters)\t%s / %s (%.0f clusters)\t%.0f\t%v\t%.0f / %.0f MiB\t%v\n",
 			r.Clusters, r.Servers, r.Certs, r.ReadySeconds, r.Owned, r.Connected, slices.Max(r.RSSMiB), r.RSSMiB, r.HubReqPerSec,
-			r.KillFences, r.KillEngaged, r.KillClusters, r.TermFences, r.TermEngaged, r.TermClusters, r.DownstreamWatch, r.Goroutines,
+			secs(r.KillFences), secs(r.KillEngaged), r.KillClusters, secs(r.TermFences), secs(r.TermEngaged), r.TermClusters, r.DownstreamWatch, r.Goroutines,
 			slices.Max(r.HeapInuseMiB), slices.Max(r.StackMiB), r.CPUSeconds)
 	}
 	_ = tw.Flush()

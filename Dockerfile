@@ -3,6 +3,7 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 RUN make build-static

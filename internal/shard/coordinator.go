@@ -55,10 +55,10 @@ type Coordinator struct {
 	// Owned by the decision loop only.
 	peerLease   *coordinationv1.Lease
 	peerRenewed time.Time
-	unownedFrom map[string]time.Time                 // fence key → when it was first seen without a live holder
-	reported    map[multicluster.ClusterName]float64 // the owned gauge's value per cluster, set on change only
-	plan        plan                                 // the last assignment, recomputed when its inputs change
-	takingOver  time.Time                            // since when an assigned fence has been waiting to be acquired; zero when none is
+	unownedFrom map[string]time.Time                  // fence key → when it was first seen without a live holder
+	reported    map[multicluster.ClusterName]struct{} // the clusters with an owned-gauge series (fence held)
+	plan        plan                                  // the last assignment, recomputed when its inputs change
+	takingOver  time.Time                             // since when an assigned fence has been waiting to be acquired; zero when none is
 	// layoutConflict is why another fence layout is in use (layout.go), "" when none is.
 	layoutConflict string
 }
@@ -119,7 +119,7 @@ func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Co
 		fences:      map[string]*fenceState{},
 		wanted:      map[multicluster.ClusterName]role{},
 		unownedFrom: map[string]time.Time{},
-		reported:    map[multicluster.ClusterName]float64{},
+		reported:    map[multicluster.ClusterName]struct{}{},
 	}, nil
 }
 

@@ -314,16 +314,19 @@ func TestNewStandbysWaitForTheTakeover(t *testing.T) {
 	}
 }
 
-// The per-cluster owned gauge follows the fence: 1 while held, 0 once
-// lost, gone with the registration (it is set only when it changes).
+// The per-cluster owned gauge follows the fence: a series of 1 while held,
+// none once lost, so a fleet of N clusters exports N series, not N per
+// replica.
 func TestClusterOwnedGaugeFollowsTheFence(t *testing.T) {
 	h := newHarness(t, "r0", nil)
-	gone := h.addCluster("east")
+	h.addCluster("east")
 	h.c.step(h.ctx)
 	h.waitEngaged("east")
 	h.c.step(h.ctx)
-	gauge := func() float64 { return testutil.ToFloat64(h.c.metrics.clusterOwned.WithLabelValues("east")) }
-	if got := gauge(); got != 1 {
+	if n := testutil.CollectAndCount(h.c.metrics.clusterOwned); n != 1 {
+		t.Fatalf("%d owned series while the fence is held, want 1", n)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.clusterOwned); got != 1 {
 		t.Fatalf("owned gauge %v while the fence is held, want 1", got)
 	}
 	h.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -332,8 +335,20 @@ func TestClusterOwnedGaugeFollowsTheFence(t *testing.T) {
 	h.clk.Step(h.c.opts.RenewDeadline + time.Second)
 	h.c.step(h.ctx)
 	h.c.step(h.ctx)
-	if got := gauge(); got != 0 {
-		t.Errorf("owned gauge %v after the fence was lost, want 0", got)
+	if n := testutil.CollectAndCount(h.c.metrics.clusterOwned); n != 0 {
+		t.Errorf("%d owned series after the fence was lost, want 0", n)
+	}
+}
+
+// A cluster that is no longer registered loses its series with its fence.
+func TestClusterOwnedGaugeEndsWithTheCluster(t *testing.T) {
+	h := newHarness(t, "r0", nil)
+	gone := h.addCluster("east")
+	h.c.step(h.ctx)
+	h.waitEngaged("east")
+	h.c.step(h.ctx)
+	if n := testutil.CollectAndCount(h.c.metrics.clusterOwned); n != 1 {
+		t.Fatalf("%d owned series while the fence is held, want 1", n)
 	}
 	gone()
 	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*shardMetrics, error) {
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricOwned,
 			Help: "Downstream clusters this replica owns and has engaged (holds the fence of and is connected to)."}),
 		clusterOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricClusterOwned,
-			Help: "1 when this replica holds the cluster's fence (connected or still trying to connect), 0 when it knows the cluster but another replica (or none) owns it."}, []string{"cluster"}),
+			Help: "1 while this replica holds the cluster's fence (connected or still trying to connect); no series for the clusters it does not hold, so the fleet has one series per owned cluster."}, []string{"cluster"}),
 		handoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: metricHandoffs,
 			Help: "Fences this replica took over from another replica (failover or rebalancing)."}),
 		fenceFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricFenceFailures,
@@ -67,7 +67,7 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name := range c.reported {
-		if _, known := c.keys[name]; !known {
+		if key, known := c.keys[name]; !known || !c.heldLocked(key) {
 			c.metrics.clusterOwned.DeleteLabelValues(string(name))
 			delete(c.reported, name)
 		}
@@ -78,13 +78,9 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 		}
 	}
 	for name, key := range c.keys {
-		v := 0.0
-		if c.heldLocked(key) {
-			v = 1
-		}
-		if was, ok := c.reported[name]; !ok || was != v {
-			c.metrics.clusterOwned.WithLabelValues(string(name)).Set(v)
-			c.reported[name] = v
+		if _, ok := c.reported[name]; !ok && c.heldLocked(key) {
+			c.metrics.clusterOwned.WithLabelValues(string(name)).Set(1)
+			c.reported[name] = struct{}{}
 		}
 	}
 	for k := range keys {

@@ -447,7 +447,7 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 			mine = append(mine, b)
 		}
 	}
-	if m, err := f.procs[victim].Metrics(f.ctx); err == nil {
+	if m, err := f.procs[victim].Metrics(f.ctx, "certhub_shard_owned_clusters"); err == nil {
 		owned = m.Sum("certhub_shard_owned_clusters", nil)
 	}
 	t0 := time.Now()
@@ -478,7 +478,7 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 		}
 		held <- time.Since(t0).Seconds()
 	}()
-	// A replica's /metrics has series per cluster: scraped once a second.
+	// Polled once a second: each poll asks every replica for one metric.
 	if err := wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
 		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
 	}); err != nil {
@@ -493,7 +493,7 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 	// The restarted replica takes its share back; wait until it owns some
 	// and every cluster is engaged, so the next round starts settled.
 	err = wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
-		m, err := f.procs[victim].Metrics(f.ctx)
+		m, err := f.procs[victim].Metrics(f.ctx, "certhub_shard_owned_clusters")
 		if err != nil || m.Sum("certhub_shard_owned_clusters", nil) == 0 {
 			return false, nil
 		}

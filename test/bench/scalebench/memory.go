@@ -14,11 +14,15 @@ type stats struct {
 	owned, connected, heap, stacks, goroutines, cpu []float64
 }
 
-// sample scrapes every replica's /metrics.
+// sampled are the metrics sample reads.
+var sampled = []string{"certhub_shard_owned_clusters", "certhub_engaged_clusters", "go_memstats_heap_inuse_bytes",
+	"go_memstats_stack_inuse_bytes", "go_goroutines", "process_cpu_seconds_total"}
+
+// sample scrapes every replica's /metrics for the sampled metrics.
 func sample(ctx context.Context, procs map[string]*fleet.Replica, ids []string) (stats, error) {
 	var st stats
 	for _, id := range ids {
-		m, err := procs[id].Metrics(ctx)
+		m, err := procs[id].Metrics(ctx, sampled...)
 		if err != nil {
 			return st, err
 		}

@@ -3,6 +3,7 @@ package benchutil
 import (
 	"context"
 	"strings"
+	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,14 +11,24 @@ import (
 	"github.com/certhub/certhub/test/fixture/fleet"
 )
 
-// SumMetric adds up metric over the replicas' /metrics (unreachable ones count 0).
+// SumMetric adds up metric over the replicas' /metrics, scraped at once
+// and filtered to that metric (unreachable ones count 0).
 func SumMetric(ctx context.Context, procs map[string]*fleet.Replica, metric string) float64 {
-	total := 0.0
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		total float64
+	)
 	for _, p := range procs {
-		if m, err := p.Metrics(ctx); err == nil {
-			total += m.Sum(metric, nil)
-		}
+		wg.Go(func() {
+			if m, err := p.Metrics(ctx, metric); err == nil {
+				mu.Lock()
+				total += m.Sum(metric, nil)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return total
 }
 

@@ -59,6 +59,7 @@ type Coordinator struct {
 	reported    map[multicluster.ClusterName]struct{} // the clusters with an owned-gauge series (fence held)
 	plan        plan                                  // the last assignment, recomputed when its inputs change
 	takingOver  time.Time                             // since when an assigned fence has been waiting to be acquired; zero when none is
+	livePeers   []string                              // the live-peer IDs of the last step, sorted; nil before the first
 	// layoutConflict is why another fence layout is in use (layout.go), "" when none is.
 	layoutConflict string
 }

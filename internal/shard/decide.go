@@ -47,6 +47,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	selfAlive := now.Sub(c.peerRenewed) < c.opts.RenewDeadline
 	peers := c.membership(now, selfAlive)
 	c.metrics.peers.Set(float64(len(peers)))
+	c.notePeers(peers)
 
 	c.mu.Lock()
 	members := c.knownLocked()
@@ -267,6 +268,22 @@ func (c *Coordinator) membership(now time.Time, selfAlive bool) []Peer {
 		}
 	}
 	return peers
+}
+
+// notePeers logs the live-peer set whenever it changes. The assignment is a
+// function of it, so each change moves fences; a replica that cannot renew
+// its own peer Lease sees no peers at all.
+func (c *Coordinator) notePeers(peers []Peer) {
+	ids := make([]string, 0, len(peers))
+	for _, p := range peers {
+		ids = append(ids, p.ID)
+	}
+	slices.Sort(ids)
+	if c.livePeers != nil && slices.Equal(ids, c.livePeers) {
+		return
+	}
+	c.log.Info("live peers changed; fences follow the new assignment", "peers", ids, "before", c.livePeers)
+	c.livePeers = ids
 }
 
 // member is a known cluster and the key of its fence.

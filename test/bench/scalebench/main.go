@@ -99,9 +99,12 @@ type Row struct {
 	KillFences      float64 `json:"sigkillFencesTakenSeconds"`
 	KillEngaged     float64 `json:"sigkillEngagedSeconds"`
 	KillClusters    float64 `json:"sigkillVictimClusters"`
-	TermFences      float64 `json:"sigtermFencesHeldSeconds"`
-	TermEngaged     float64 `json:"sigtermEngagedSeconds"`
-	TermClusters    float64 `json:"sigtermVictimClusters"`
+	// KillPeakRSSMiB is each survivor's highest RSS so far (VmHWM) once
+	// every cluster is engaged after the SIGKILL: with the victim's share.
+	KillPeakRSSMiB []float64 `json:"sigkillSurvivorPeakRSSMiB"`
+	TermFences     float64   `json:"sigtermFencesHeldSeconds"`
+	TermEngaged    float64   `json:"sigtermEngagedSeconds"`
+	TermClusters   float64   `json:"sigtermVictimClusters"`
 }
 
 func main() {
@@ -310,7 +313,9 @@ func (s scale) run(clusters int) (Row, error) {
 		row.RSSMiB, row.HeapInuseMiB, row.StackMiB, row.Goroutines, row.Owned, row.Connected, row.DownstreamWatch)
 
 	f := failover{ctx: ctx, bed: bed, procs: procs, ids: ids, clusters: clusters, start: start}
-	if row.KillFences, row.KillEngaged, row.KillClusters, err = f.round(syscall.SIGKILL); err != nil {
+	row.KillFences, row.KillEngaged, row.KillClusters, err = f.round(syscall.SIGKILL)
+	row.KillPeakRSSMiB = f.peaks
+	if err != nil {
 		return row, err
 	}
 	if row.TermFences, row.TermEngaged, row.TermClusters, err = f.round(syscall.SIGTERM); err != nil {
@@ -419,13 +424,14 @@ type failover struct {
 	ids      []string
 	clusters int
 	start    func(id string) error
+	peaks    []float64 // the survivors' peak RSS (MiB) after the last SIGKILL round
 }
 
 // round sends sig to the replica holding the most fences and returns the
 // seconds until its fences are held by live replicas and until every
 // cluster is engaged again, and how many clusters it owned; then it starts
 // the replica again and waits for the fleet to settle.
-func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err error) {
+func (f *failover) round(sig syscall.Signal) (fences, engaged, owned float64, err error) {
 	holders := func() (map[string]string, error) {
 		return benchutil.FenceHolders(f.ctx, f.bed.Hub.Client, f.bed.HubNamespace(), fencePrefix)
 	}
@@ -482,10 +488,12 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 	if err := wait.PollUntilContextTimeout(f.ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
 		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
 	}); err != nil {
+		f.notePeaks(sig)
 		return <-held, -1, owned, fmt.Errorf("%s of %s: not every cluster engaged again within 10 minutes", sig, victim)
 	}
 	engaged = time.Since(t0).Seconds()
 	fences = <-held
+	f.notePeaks(sig)
 	benchutil.Logf("%s of %s (%d fences, %.0f clusters): fences held again after %.1fs, every cluster engaged after %.1fs", sig, victim, len(mine), owned, fences, engaged)
 	if err := f.start(victim); err != nil {
 		return fences, engaged, owned, err
@@ -503,6 +511,23 @@ func (f failover) round(sig syscall.Signal) (fences, engaged, owned float64, err
 		return fences, engaged, owned, fmt.Errorf("restarted %s never took its share back", victim)
 	}
 	return fences, engaged, owned, nil
+}
+
+// notePeaks records, after a SIGKILL round, each survivor's highest RSS
+// so far (VmHWM), which includes taking over the killed replica's clusters.
+func (f *failover) notePeaks(sig syscall.Signal) {
+	if sig != syscall.SIGKILL {
+		return
+	}
+	f.peaks = nil
+	for _, id := range f.ids {
+		if p := f.procs[id]; p != nil {
+			if b, err := p.PeakRSS(); err == nil {
+				f.peaks = append(f.peaks, float64(b>>20))
+			}
+		}
+	}
+	benchutil.Logf("survivors' peak RSS %v MiB", f.peaks)
 }
 
 // secs prints a failover time: "–" when the round was not reached, "> 10m"
@@ -540,6 +565,11 @@ func printTable(rows []Row) {
 		fmt.Printf(" %s %.1f;", k, last.HubReqByResource[k])
 	}
 	fmt.Println()
+	for _, r := range rows {
+		if len(r.KillPeakRSSMiB) > 0 {
+			fmt.Printf("  at %d clusters, the survivors' peak RSS once they had taken over the killed replica's clusters: %v MiB (goal ≤ %d)\n", r.Clusters, r.KillPeakRSSMiB, goalRSSMiB)
+		}
+	}
 	if last.MemoryLimitMiB > 0 {
 		fmt.Printf("  each replica ran with GOMEMLIMIT=%dMiB, what certhub sets in a container limited to %d MiB\n", last.MemoryLimitMiB*9/10, last.MemoryLimitMiB)
 	}

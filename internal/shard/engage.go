@@ -48,8 +48,7 @@ func (c *Coordinator) syncEngagements() {
 	c.mu.Lock()
 	awares := append([]multicluster.Aware(nil), c.awares...)
 	for name, cs := range c.clusters {
-		f := c.fences[c.keyLocked(name)]
-		held := f != nil && f.held
+		held := c.heldLocked(c.keyLocked(name))
 		switch {
 		case held && cs.engCancel == nil && cs.ctx.Err() == nil:
 			ctx, cancel := context.WithCancel(cs.ctx)

@@ -84,8 +84,7 @@ func (c *Coordinator) updateMetrics(keys map[string]int) {
 		}
 	}
 	for k := range keys {
-		f := c.fences[k]
-		if (f != nil && f.held) || c.obs.live(leaseName(c.opts.FencePrefix, k), now) {
+		if c.heldLocked(k) || c.obs.live(leaseName(c.opts.FencePrefix, k), now) {
 			delete(c.unownedFrom, k)
 			continue
 		}

@@ -23,7 +23,10 @@
 //     cached and watched; when its answer changes the Secret is reconciled
 //     again, and a cluster no longer wanted is disconnected (cache and
 //     connections closed). An unreachable wanted cluster keeps its
-//     registration and is retried with back-off (MaxReconnectDelay).
+//     registration and is retried with back-off (MaxReconnectDelay). The
+//     gate hears RegistrationsSynced once every cluster Secret (or file)
+//     present at the start has been handled once (initial.go), so it
+//     decides on the whole fleet, not on the part registered so far.
 //   - A registration with `namespaces` is watched (and so written) only in
 //     those namespaces; the cluster options the caller passes (certsync's
 //     label-selected Secret cache) apply to every cluster.

@@ -3,9 +3,13 @@ package inventory
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
@@ -16,6 +20,9 @@ type fakeGate struct {
 	want       map[multicluster.ClusterName]bool
 	registered map[multicluster.ClusterName]bool
 	notify     func(multicluster.ClusterName)
+	// synced counts RegistrationsSynced calls; registeredAtSync is how many
+	// were registered at the last one.
+	synced, registeredAtSync int
 }
 
 func (g *fakeGate) Register(n multicluster.ClusterName) {
@@ -37,6 +44,13 @@ func (g *fakeGate) Wanted(n multicluster.ClusterName) bool {
 }
 
 func (g *fakeGate) OnWantedChanged(fn func(multicluster.ClusterName)) { g.notify = fn }
+
+func (g *fakeGate) RegistrationsSynced() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.synced++
+	g.registeredAtSync = len(g.registered)
+}
 
 func (g *fakeGate) set(n multicluster.ClusterName, want bool) {
 	g.mu.Lock()
@@ -122,5 +136,77 @@ func TestProviderConnectsOnlyWhatTheGateWants(t *testing.T) {
 	}
 	if gate.registered["east"] || len(h.aware.live()) != 0 {
 		t.Errorf("deleted: registered %v, %d engaged", gate.registered, len(h.aware.live()))
+	}
+}
+
+// The gate hears RegistrationsSynced once every cluster Secret listed at
+// the start has been reconciled once — registered, found invalid or found
+// gone — and not before: Secrets without the label are not waited for.
+func TestProviderTellsTheGateWhenTheFirstPassIsDone(t *testing.T) {
+	bad := registration("cluster-bad", "bad", "https://bad.example.com", "t3")
+	bad.Data["config"] = []byte(`{"bearerToken": `)
+	other := registration("not-a-cluster", "x", "https://x.example.com", "t4")
+	delete(other.Labels, SecretTypeLabel)
+	gone := registration("cluster-gone", "gone", "https://gone.example.com", "t5")
+	h := newProviderHarness(t, "",
+		registration("cluster-east", "east", "https://east.example.com", "t1"),
+		registration("cluster-west", "west", "https://west.example.com", "t2"),
+		bad, other, gone)
+	gate := &fakeGate{want: map[multicluster.ClusterName]bool{}, registered: map[multicluster.ClusterName]bool{}}
+	h.p.opts.Gate, h.p.handled = gate, map[string]bool{} // as New does with a gate
+	listed := make(chan struct{})
+	var once sync.Once
+	h.p.log = funcr.New(func(_, args string) {
+		if strings.Contains(args, `"secrets"=4`) {
+			once.Do(func() { close(listed) })
+		}
+	}, funcr.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var startErr error
+	finished := make(chan struct{})
+	go func() {
+		startErr = initialSync{h.p}.Start(ctx)
+		close(finished)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
+	synced := func() (int, int) {
+		gate.mu.Lock()
+		defer gate.mu.Unlock()
+		return gate.synced, gate.registeredAtSync
+	}
+
+	<-listed // the four labelled Secrets are pending
+	if err := h.hub.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cluster-east", "cluster-bad", "cluster-gone"} {
+		if err := h.reconcile(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := synced(); n != 0 {
+		t.Fatalf("RegistrationsSynced called with cluster-west not yet reconciled")
+	}
+	if err := h.reconcile("cluster-west"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		n, _ := synced()
+		return n == 1, nil
+	}); err != nil {
+		t.Fatalf("RegistrationsSynced not called after the last reconcile: %v", err)
+	}
+	if _, at := synced(); at != 2 {
+		t.Errorf("%d clusters registered when the gate was told, want 2 (east, west)", at)
+	}
+	<-finished
+	if startErr != nil {
+		t.Errorf("initialSync: %v", startErr)
+	}
+	if h.p.handled != nil {
+		t.Errorf("the first pass's record is kept after it: %d sources", len(h.p.handled))
 	}
 }

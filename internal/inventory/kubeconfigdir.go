@@ -33,8 +33,11 @@ func ParseKubeconfig(name string, raw []byte) (*Cluster, error) {
 // files are logged with `cluster` and retried on the next scan.
 func (p *Provider) watchDir(ctx context.Context, dir string) {
 	failed := map[string]string{} // path → last error, to log each problem once
-	for {
+	for first := true; ; first = false {
 		p.scanDir(dir, failed)
+		if first && p.opts.Gate != nil {
+			p.opts.Gate.RegistrationsSynced() // every file has been registered or found invalid
+		}
 		select {
 		case <-ctx.Done():
 			return

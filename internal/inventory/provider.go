@@ -147,6 +147,10 @@ type Gate interface {
 	// OnWantedChanged registers a func called, without blocking, with each
 	// cluster whose Wanted answer changed.
 	OnWantedChanged(fn func(multicluster.ClusterName))
+	// RegistrationsSynced is called once every cluster Secret (or kubeconfig
+	// file) present at the start has been handled: registered, or found
+	// invalid. It may be called more than once.
+	RegistrationsSynced()
 }
 
 func (o *Options) defaults() {
@@ -219,6 +223,10 @@ type Provider struct {
 	clusters map[multicluster.ClusterName]*engaged
 	bySource map[string]multicluster.ClusterName // by source key: "<ns>/<secret>" or "file:<path>"
 	indexers []index
+	// handled are the sources reconciled at least once, until the first
+	// pass is done (initial.go); nil then, and without a gate.
+	handled   map[string]bool
+	handledCh chan struct{} // a reconcile ran: initialSync looks again
 
 	// connect reaches a cluster and starts its cache (test seam; defaults to
 	// Provider.dial). It must stop the cluster when ctx ends.
@@ -250,10 +258,13 @@ func New(opts Options) (*Provider, error) {
 		log:      logr.Discard(),
 		wakeups:  make(chan event.GenericEvent, 1024),
 		wakeDir:  make(chan struct{}, 1),
+		// Buffered so reconciles never wait for initialSync.
+		handledCh: make(chan struct{}, 1),
 	}
 	p.connect = p.dial
 	if opts.Gate != nil {
 		opts.Gate.OnWantedChanged(p.wake)
+		p.handled = map[string]bool{}
 	}
 	return p, nil
 }
@@ -272,6 +283,11 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	p.log = local.GetLogger().WithName("inventory")
 	if p.opts.KubeconfigDir != "" {
 		return nil
+	}
+	if p.opts.Gate != nil {
+		if err := local.Add(initialSync{p}); err != nil {
+			return fmt.Errorf("failed to add the first registration pass: %w", err)
+		}
 	}
 	isClusterSecret := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == p.opts.Namespace && p.serves(o.GetLabels())
@@ -460,6 +476,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		secret = nil
 	}
+	defer p.noteHandled(req.String())
 	if secret == nil || secret.DeletionTimestamp != nil || !p.serves(secret.Labels) {
 		p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 		if name, ok := p.remove(req.String()); ok {

@@ -41,6 +41,9 @@ type Coordinator struct {
 	metrics *shardMetrics
 	trigger chan struct{}
 	ready   atomic.Bool
+	// registrations is closed by RegistrationsSynced (Options.AwaitRegistrations).
+	registrations     chan struct{}
+	registrationsOnce sync.Once
 
 	mu         sync.Mutex // guards the fields below; never held across an API call
 	awares     []multicluster.Aware
@@ -107,20 +110,21 @@ func newCoordinator(opts Options, log logr.Logger, cs kubernetes.Interface) (*Co
 		return nil, err
 	}
 	return &Coordinator{
-		opts:        opts,
-		log:         log.WithName("shard").WithValues("replica", opts.Identity),
-		cs:          cs,
-		leases:      cs.CoordinationV1().Leases(opts.Namespace),
-		obs:         newObserver(opts.MaxClockSkew),
-		metrics:     m,
-		trigger:     make(chan struct{}, 1),
-		clusters:    map[multicluster.ClusterName]*clusterState{},
-		registered:  map[multicluster.ClusterName]bool{},
-		keys:        map[multicluster.ClusterName]string{},
-		fences:      map[string]*fenceState{},
-		wanted:      map[multicluster.ClusterName]role{},
-		unownedFrom: map[string]time.Time{},
-		reported:    map[multicluster.ClusterName]struct{}{},
+		opts:          opts,
+		log:           log.WithName("shard").WithValues("replica", opts.Identity),
+		cs:            cs,
+		leases:        cs.CoordinationV1().Leases(opts.Namespace),
+		obs:           newObserver(opts.MaxClockSkew),
+		metrics:       m,
+		trigger:       make(chan struct{}, 1),
+		registrations: make(chan struct{}),
+		clusters:      map[multicluster.ClusterName]*clusterState{},
+		registered:    map[multicluster.ClusterName]bool{},
+		keys:          map[multicluster.ClusterName]string{},
+		fences:        map[string]*fenceState{},
+		wanted:        map[multicluster.ClusterName]role{},
+		unownedFrom:   map[string]time.Time{},
+		reported:      map[multicluster.ClusterName]struct{}{},
 	}, nil
 }
 
@@ -154,6 +158,13 @@ func (c *Coordinator) Register(name multicluster.ClusterName) {
 	}
 	c.mu.Unlock()
 	c.kick()
+}
+
+// RegistrationsSynced says every registration present at the provider's
+// start has been registered: with Options.AwaitRegistrations, the replica
+// joins its peers and decides from then on. Later calls do nothing.
+func (c *Coordinator) RegistrationsSynced() {
+	c.registrationsOnce.Do(func() { close(c.registrations) })
 }
 
 // Unregister forgets a registration (its Secret is gone or invalid).
@@ -215,6 +226,21 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 
+	// No peer Lease before the registrations are known (AwaitRegistrations):
+	// peers would hand this replica fences that it gives back as its
+	// assignment follows the registrations still arriving.
+	if c.opts.AwaitRegistrations {
+		c.log.Info("waiting for the cluster registrations before joining the peers")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.registrations:
+		}
+		c.mu.Lock()
+		n := len(c.registered)
+		c.mu.Unlock()
+		c.log.Info("cluster registrations synced", "registered", n)
+	}
 	// No decision before the first membership snapshot and our own peer Lease.
 	for c.renewPeer(ctx) != nil {
 		select {

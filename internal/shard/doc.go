@@ -29,8 +29,10 @@
 //     wait a whole lease for a holder long gone (found by the chaos run,
 //     test/integration/chaos).
 //   - No decision before the first membership snapshot (informer synced and
-//     our own peer Lease written). A replica that cannot renew its own peer
-//     Lease decides to own nothing.
+//     our own peer Lease written), and with AwaitRegistrations none — not
+//     even a peer Lease — before the provider has registered the clusters
+//     it found at its start (RegistrationsSynced). A replica that cannot
+//     renew its own peer Lease decides to own nothing.
 //   - Fencing: a cluster is engaged only while its fence Lease is held. A
 //     holder that has not renewed for RenewDeadline (< LeaseDuration) stops
 //     at once, before anyone else may take over; Owns turns false at that

@@ -86,6 +86,15 @@ type Options struct {
 	// replica is assigned more than ⌈(1+ε)·N·weight/Σweights⌉ of the N
 	// clusters. Every replica must use the same value. Defaults to DefaultBalance.
 	Balance float64
+	// AwaitRegistrations holds the replica out of the membership (no peer
+	// Lease, no decision) until RegistrationsSynced is called: until the
+	// provider has registered every cluster Secret present at its start. A
+	// replica that decided on part of the fleet would assign the fences
+	// differently from its peers, and take and give back fences while the
+	// rest of the registrations arrived (a restart at 10,000 clusters did so
+	// for 7 minutes). Defaults to false: decide at once, for callers that
+	// Register before Start or have no provider.
+	AwaitRegistrations bool
 	// PeerPrefix defaults to DefaultPeerPrefix; FencePrefix to DefaultFencePrefix.
 	PeerPrefix, FencePrefix string
 	// Registerer receives the shard metrics. Defaults to controller-runtime's registry.

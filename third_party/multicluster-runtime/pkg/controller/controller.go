@@ -162,15 +162,16 @@ func (c *mcController[request]) Engage(ctx context.Context, name multicluster.Cl
 		cancel:  cancel,
 	}
 	c.clusters[name] = ec
-	go func(ctx context.Context, key multicluster.ClusterName, token *engagedCluster) {
-		<-ctx.Done()
+	// certhub patch: a callback, not a goroutine waiting for the engagement
+	// to end (third_party/README.md).
+	context.AfterFunc(engCtx, func() {
 		c.lock.Lock()
 		defer c.lock.Unlock()
-		if cur, ok := c.clusters[key]; ok && cur == token {
-			delete(c.clusters, key)
+		if cur, ok := c.clusters[name]; ok && cur == ec {
+			delete(c.clusters, name)
 		}
 		// note: cancel() is driven by parent; no need to call here
-	}(engCtx, name, ec)
+	})
 
 	return nil
 }
@@ -202,14 +203,10 @@ func startWithinContext[request mcreconcile.ClusterAware[request]](ctx context.C
 		ctx, cancel := context.WithCancel(ctx)
 		// certhub patch: end with the engagement too. Waiting on ctlCtx
 		// alone kept one goroutine per source for every engagement that
-		// ended before the controller (third_party/README.md).
-		go func() {
-			defer cancel()
-			select {
-			case <-ctlCtx.Done():
-			case <-ctx.Done():
-			}
-		}()
+		// ended before the controller; and callbacks, not a goroutine per
+		// source waiting for either (third_party/README.md).
+		stop := context.AfterFunc(ctlCtx, cancel)
+		context.AfterFunc(ctx, func() { stop() })
 		return src.Start(ctx, w)
 	})
 }

@@ -212,9 +212,9 @@ func (ck *clusterKind[object, request]) Start(ctx context.Context, q workqueue.T
 	}
 	log.V(1).Info("kind source cache synced")
 
-	// Wait for context cancellation in a goroutine
-	go func() {
-		<-ctx.Done()
+	// certhub patch: a callback on context cancellation, not a goroutine
+	// waiting for it (third_party/README.md).
+	context.AfterFunc(ctx, func() {
 		ck.mu.Lock()
 		defer ck.mu.Unlock()
 
@@ -227,7 +227,7 @@ func (ck *clusterKind[object, request]) Start(ctx context.Context, q workqueue.T
 			ck.activeCtx = nil
 			log.V(1).Info("kind source handler removed due to context cancellation")
 		}
-	}()
+	})
 
 	return nil
 }

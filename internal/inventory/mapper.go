@@ -47,7 +47,11 @@ func leanMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 // (the connection probe has listed them). Asking a cluster's discovery for one
 // loads its whole group version (all of core/v1: ~50 KiB per cluster,
 // P6'). Gateway API kinds are not here: whether a cluster serves them is
-// the cluster's to say.
+// the cluster's to say. Each kind's list kind is mapped too, as client-go's
+// discovery mapper does: a namespace-scoped registration's cache asks for
+// the scope of the list it fills ("SecretList"), and a miss there loaded
+// core/v1 for every such cluster (41.6 MB in a replica owning 2,036 of
+// them, the 10,000-cluster heap profile).
 var wellKnown = func() *meta.DefaultRESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion, eventsv1.SchemeGroupVersion,
 		networkingv1.SchemeGroupVersion, cmapi.SchemeGroupVersion, coordinationv1.SchemeGroupVersion})
@@ -62,8 +66,10 @@ var wellKnown = func() *meta.DefaultRESTMapper {
 		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		m.Add(gvk, meta.RESTScopeNamespace)
+		m.Add(gvk.GroupVersion().WithKind(gvk.Kind+"List"), meta.RESTScopeNamespace)
 	}
 	m.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
+	m.Add(corev1.SchemeGroupVersion.WithKind("NamespaceList"), meta.RESTScopeRoot)
 	return m
 }()
 

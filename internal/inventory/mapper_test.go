@@ -70,6 +70,13 @@ func TestLeanMapperAsksOnlyForWhatItMaps(t *testing.T) {
 	if mp, err := m.RESTMapping(schema.GroupKind{Kind: "Namespace"}, "v1"); err != nil || mp.Scope.Name() != "root" || mp.Resource.Resource != "namespaces" {
 		t.Errorf("RESTMapping(Namespace) = %v, %v; want namespaces, cluster-scoped", mp, err)
 	}
+	// A namespace-scoped registration's cache asks for the scope of the
+	// list it fills (controller-runtime's multiNamespaceCache.List).
+	for _, gk := range []schema.GroupKind{{Kind: "SecretList"}, {Group: "cert-manager.io", Kind: "CertificateList"}, {Group: "networking.k8s.io", Kind: "IngressList"}} {
+		if mp, err := m.RESTMapping(gk, "v1"); err != nil || mp.Scope.Name() != "namespace" {
+			t.Errorf("RESTMapping(%v) = %v, %v; want namespaced", gk, mp, err)
+		}
+	}
 	fetched := func(path string) bool {
 		mu.Lock()
 		defer mu.Unlock()

@@ -102,9 +102,17 @@ type Row struct {
 	// KillPeakRSSMiB is each survivor's highest RSS so far (VmHWM) once
 	// every cluster is engaged after the SIGKILL: with the victim's share.
 	KillPeakRSSMiB []float64 `json:"sigkillSurvivorPeakRSSMiB"`
-	TermFences     float64   `json:"sigtermFencesHeldSeconds"`
-	TermEngaged    float64   `json:"sigtermEngagedSeconds"`
-	TermClusters   float64   `json:"sigtermVictimClusters"`
+	// RestartSeconds is how long the replica restarted after the SIGKILL
+	// took to own clusters again with every cluster engaged;
+	// RestartTransitions how many times fences changed hands meanwhile
+	// (its share, taken once, is about fences/replicas) and RestartFences
+	// how many it then held.
+	RestartSeconds     float64 `json:"sigkillRestartShareBackSeconds"`
+	RestartTransitions float64 `json:"sigkillRestartFenceTransitions"`
+	RestartFences      float64 `json:"sigkillRestartFencesHeld"`
+	TermFences         float64 `json:"sigtermFencesHeldSeconds"`
+	TermEngaged        float64 `json:"sigtermEngagedSeconds"`
+	TermClusters       float64 `json:"sigtermVictimClusters"`
 }
 
 func main() {
@@ -315,6 +323,7 @@ func (s scale) run(clusters int) (Row, error) {
 	f := failover{ctx: ctx, bed: bed, procs: procs, ids: ids, clusters: clusters, start: start}
 	row.KillFences, row.KillEngaged, row.KillClusters, err = f.round(syscall.SIGKILL)
 	row.KillPeakRSSMiB = f.peaks
+	row.RestartSeconds, row.RestartTransitions, row.RestartFences = f.restart.seconds, f.restart.transitions, f.restart.fences
 	if err != nil {
 		return row, err
 	}
@@ -425,7 +434,11 @@ type failover struct {
 	clusters int
 	start    func(id string) error
 	peaks    []float64 // the survivors' peak RSS (MiB) after the last SIGKILL round
+	restart  shareBack // the last restart's share-back
 }
+
+// shareBack is how a restarted replica took its share back.
+type shareBack struct{ seconds, transitions, fences float64 }
 
 // round sends sig to the replica holding the most fences and returns the
 // seconds until its fences are held by live replicas and until every
@@ -495,6 +508,11 @@ func (f *failover) round(sig syscall.Signal) (fences, engaged, owned float64, er
 	fences = <-held
 	f.notePeaks(sig)
 	benchutil.Logf("%s of %s (%d fences, %.0f clusters): fences held again after %.1fs, every cluster engaged after %.1fs", sig, victim, len(mine), owned, fences, engaged)
+	before, err := benchutil.FenceTransitions(f.ctx, f.bed.Hub.Client, f.bed.HubNamespace(), fencePrefix)
+	if err != nil {
+		return fences, engaged, owned, err
+	}
+	t1 := time.Now()
 	if err := f.start(victim); err != nil {
 		return fences, engaged, owned, err
 	}
@@ -507,6 +525,19 @@ func (f *failover) round(sig syscall.Signal) (fences, engaged, owned float64, er
 		}
 		return benchutil.Owned(f.ctx, f.procs) >= f.clusters, nil
 	})
+	f.restart = shareBack{seconds: time.Since(t1).Seconds()}
+	if after, terr := benchutil.FenceTransitions(f.ctx, f.bed.Hub.Client, f.bed.HubNamespace(), fencePrefix); terr == nil {
+		f.restart.transitions = float64(after - before)
+	}
+	if h, herr := holders(); herr == nil {
+		for _, who := range h {
+			if who == victim {
+				f.restart.fences++
+			}
+		}
+	}
+	benchutil.Logf("restarted %s: %.0f fence transitions until it held %.0f fences with every cluster engaged, %.1fs after its start",
+		victim, f.restart.transitions, f.restart.fences, f.restart.seconds)
 	if err != nil {
 		return fences, engaged, owned, fmt.Errorf("restarted %s never took its share back", victim)
 	}
@@ -566,6 +597,10 @@ func printTable(rows []Row) {
 	}
 	fmt.Println()
 	for _, r := range rows {
+		if r.RestartSeconds > 0 {
+			fmt.Printf("  at %d clusters, the replica restarted after the SIGKILL held %.0f fences with every cluster engaged after %.1fs; fences changed hands %.0f times meanwhile\n",
+				r.Clusters, r.RestartFences, r.RestartSeconds, r.RestartTransitions)
+		}
 		if len(r.KillPeakRSSMiB) > 0 {
 			fmt.Printf("  at %d clusters, the survivors' peak RSS once they had taken over the killed replica's clusters: %v MiB (goal ≤ %d)\n", r.Clusters, r.KillPeakRSSMiB, goalRSSMiB)
 		}

@@ -59,6 +59,22 @@ func FenceHolders(ctx context.Context, c client.Client, ns, prefix string) (map[
 	return out, nil
 }
 
+// FenceTransitions sums leaseTransitions over the fence Leases (name
+// prefix) in ns: how many times fences changed hands so far.
+func FenceTransitions(ctx context.Context, c client.Client, ns, prefix string) (int64, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, l := range list.Items {
+		if strings.HasPrefix(l.Name, prefix) && l.Spec.LeaseTransitions != nil {
+			n += int64(*l.Spec.LeaseTransitions)
+		}
+	}
+	return n, nil
+}
+
 // Busiest is the live replica among ids holding the most fences in h (the
 // first of ids on a tie).
 func Busiest(h map[string]string, live map[string]bool, ids []string) string {

@@ -55,9 +55,13 @@ type Coordinator struct {
 	wanted     map[multicluster.ClusterName]role          // what this replica should be connected to
 	onWanted   []func(multicluster.ClusterName)
 
-	// Owned by the decision loop only.
+	// The peer Lease, renewed by the decision loop and the heartbeat, one
+	// at a time.
+	peerMu      sync.Mutex
 	peerLease   *coordinationv1.Lease
 	peerRenewed time.Time
+
+	// Owned by the decision loop only.
 	unownedFrom map[string]time.Time                  // fence key → when it was first seen without a live holder
 	reported    map[multicluster.ClusterName]struct{} // the clusters with an owned-gauge series (fence held)
 	plan        plan                                  // the last assignment, recomputed when its inputs change
@@ -252,6 +256,12 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.ready.Store(true)
 	c.log.Info("membership synced; deciding ownership", "peers", len(c.obs.peers(c.opts.clock.Now())))
 
+	beatCtx, stopBeat := context.WithCancel(ctx)
+	beatDone := make(chan struct{})
+	go func() {
+		defer close(beatDone)
+		c.heartbeat(beatCtx)
+	}()
 	ticker := c.opts.clock.NewTicker(c.opts.RetryPeriod)
 	defer ticker.Stop()
 	for {
@@ -270,6 +280,8 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			stopBeat()
+			<-beatDone // before shutdown deletes the peer Lease it would write again
 			c.shutdown()
 			return nil
 		case <-ticker.C():

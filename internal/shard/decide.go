@@ -37,14 +37,9 @@ func (c *Coordinator) kick() {
 //	─▶ engage connected clusters whose fence is held; cancel the others
 //	─▶ wanted connections = assigned to self ∪ standbys ─▶ tell the provider
 func (c *Coordinator) step(ctx context.Context) {
+	renewed := c.renewPeerIfDue(ctx)
 	now := c.opts.clock.Now()
-	if now.Sub(c.peerRenewed) >= c.opts.RenewInterval {
-		if err := c.renewPeer(ctx); err != nil {
-			c.log.Error(err, "failed to renew peer Lease")
-		}
-	}
-	now = c.opts.clock.Now()
-	selfAlive := now.Sub(c.peerRenewed) < c.opts.RenewDeadline
+	selfAlive := now.Sub(renewed) < c.opts.RenewDeadline
 	peers := c.membership(now, selfAlive)
 	c.metrics.peers.Set(float64(len(peers)))
 	c.notePeers(peers)

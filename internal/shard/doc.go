@@ -20,7 +20,8 @@
 //
 // Contract:
 //   - Membership: each replica keeps a peer Lease, renewed every
-//     RenewInterval. A Lease — peer or fence — counts as held until it has
+//     RenewInterval by a heartbeat of its own, so a long decision step
+//     does not let it lapse. A Lease — peer or fence — counts as held until it has
 //     not been seen to change for LeaseDuration, measured on the observer's
 //     clock (client-go's leaderelection rule). The holder's renewTime may
 //     only shorten that: a Lease whose renewTime is older than
@@ -61,10 +62,10 @@
 //     clusters, highest score first, that the assignment without their
 //     owner would give to it. A replica that cannot renew its own peer Lease
 //     keeps its connections as they are.
-//   - All API calls happen in the decision loop's steps — a step's fence
-//     writes run at most 16 at once, one per fence, and the step waits for
-//     them (engagements start on their own goroutines); the mutex is never
-//     held across an API call.
+//   - All API calls but the heartbeat's happen in the decision loop's
+//     steps — a step's fence writes run at most 16 at once, one per fence,
+//     and the step waits for them (engagements start on their own
+//     goroutines); the mutex is never held across an API call.
 //
 // Reads come from one label-selected informer on the hub's Leases; a renewal
 // is one Update (no Get), half of upstream's coordinator's Get + Update.

@@ -14,7 +14,49 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
+// heartbeat renews the peer Lease whenever it is due, on its own: the
+// decision loop renews it too, but a step can run long (fence writes queued
+// behind a slow hub, a burst of engagements), and a peer Lease that goes
+// unrenewed for LeaseDuration drops this replica from its peers' views, and
+// the assignment with it. At 10,000 clusters, replicas busy with a
+// takeover dropped out of each other's views for 6–20 s at a time, and
+// fences changed hands with every change (docs/benchmarks.md).
+func (c *Coordinator) heartbeat(ctx context.Context) {
+	t := c.opts.clock.NewTicker(c.opts.RetryPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			c.renewPeerIfDue(ctx)
+		}
+	}
+}
+
+// renewPeerIfDue renews the peer Lease if RenewInterval has passed since
+// its last renewal, logging a failure, and returns when it was last renewed.
+func (c *Coordinator) renewPeerIfDue(ctx context.Context) time.Time {
+	c.peerMu.Lock()
+	defer c.peerMu.Unlock()
+	if c.opts.clock.Since(c.peerRenewed) >= c.opts.RenewInterval {
+		if err := c.renewPeerLocked(ctx); err != nil {
+			c.log.Error(err, "failed to renew peer Lease")
+		}
+	}
+	return c.peerRenewed
+}
+
+// renewPeer writes the peer Lease now.
 func (c *Coordinator) renewPeer(ctx context.Context) error {
+	c.peerMu.Lock()
+	defer c.peerMu.Unlock()
+	return c.renewPeerLocked(ctx)
+}
+
+// renewPeerLocked writes the peer Lease: created when missing, else updated
+// from the last copy written (no Get). c.peerMu is held.
+func (c *Coordinator) renewPeerLocked(ctx context.Context) error {
 	now := c.opts.clock.Now()
 	mt := metav1.NewMicroTime(now)
 	l := c.peerLease

@@ -95,6 +95,22 @@ func newHarness(t testing.TB, id string, mutate func(*Options)) *harness {
 	return &harness{t: t, c: c, cs: cs, clk: clk, rec: rec, ctx: ctx}
 }
 
+// run starts the Coordinator's loop (Start) until the test ends, and
+// returns the context it runs under.
+func (h *harness) run() context.Context {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.c.Start(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Start: %v", err)
+		}
+	})
+	return ctx
+}
+
 // addCluster makes name available, as the provider does; the returned
 // cancel ends the cluster's life (registration deleted).
 func (h *harness) addCluster(name string) context.CancelFunc {

@@ -62,15 +62,7 @@ func idleController(t *testing.T, sources int) (mccontroller.Controller, context
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- ctrl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	ctx := startController(t, ctrl)
 	if err := ctrl.Engage(ctx, "first", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +72,22 @@ func idleController(t *testing.T, sources int) (mccontroller.Controller, context
 		t.Fatalf("the controller started %d of %d sources: %v", starts.Load(), sources, err)
 	}
 	return ctrl, ctx, starts
+}
+
+// startController runs ctrl until the test ends, and returns the context
+// it runs under.
+func startController(t *testing.T, ctrl mccontroller.Controller) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	return ctx
 }
 
 // goroutinesSettle waits until at most limit goroutines run (goroutines of
@@ -168,15 +176,7 @@ func TestLiveEngagementsWaitWithoutGoroutines(t *testing.T) {
 	if err := ctrl.MultiClusterWatch(mcsource.Kind(&corev1.Secret{}, mchandler.TypedEnqueueRequestForObject[*corev1.Secret]())); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- ctrl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	ctx := startController(t, ctrl)
 	poll := func(what string, cond func() bool) {
 		t.Helper()
 		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

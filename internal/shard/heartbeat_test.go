@@ -19,15 +19,7 @@ func TestPeerLeaseRenewedWhileAStepIsBlocked(t *testing.T) {
 	release := make(chan struct{})
 	h.c.leases = slowFence{LeaseInterface: h.c.leases, name: leaseName(DefaultFencePrefix, "east"), release: release}
 	h.c.Register("east")
-	ctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan error, 1)
-	go func() { done <- h.c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	ctx := h.run()
 	t.Cleanup(func() { close(release) }) // first: the blocked step ends
 	peer := func() time.Time {
 		l, err := h.cs.CoordinationV1().Leases(testNS).Get(ctx, leaseName(DefaultPeerPrefix, "r0"), metav1.GetOptions{})

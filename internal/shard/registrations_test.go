@@ -36,15 +36,7 @@ func TestCoordinatorAwaitsRegistrations(t *testing.T) {
 	}, funcr.Options{})
 	h.c.Register("east")
 
-	ctx, cancel := context.WithCancel(h.ctx)
-	done := make(chan error, 1)
-	go func() { done <- h.c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	})
+	ctx := h.run()
 	poll := func(what string, cond func() bool) {
 		t.Helper()
 		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

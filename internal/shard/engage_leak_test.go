@@ -47,15 +47,7 @@ var _ mcsource.TypedSource[client.Object, mcreconcile.Request] = idleSource{}
 // it: from then on, Watch starts each engagement's sources at once.
 func idleController(t *testing.T, sources int) (mccontroller.Controller, context.Context, *atomic.Int64) {
 	t.Helper()
-	ctrl, err := mccontroller.NewUnmanaged("leak", nil, mccontroller.Options{
-		Reconciler: mcreconcile.Func(func(context.Context, mcreconcile.Request) (reconcile.Result, error) {
-			return reconcile.Result{}, nil
-		}),
-		SkipNameValidation: ptr.To(true),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl := noopController(t, "leak")
 	starts := &atomic.Int64{}
 	for range sources {
 		if err := ctrl.MultiClusterWatch(idleSource{starts}); err != nil {
@@ -72,6 +64,22 @@ func idleController(t *testing.T, sources int) (mccontroller.Controller, context
 		t.Fatalf("the controller started %d of %d sources: %v", starts.Load(), sources, err)
 	}
 	return ctrl, ctx, starts
+}
+
+// noopController is an unstarted multicluster controller whose reconciler
+// does nothing: the tests here count what engaging it costs.
+func noopController(t *testing.T, name string) mccontroller.Controller {
+	t.Helper()
+	ctrl, err := mccontroller.NewUnmanaged(name, nil, mccontroller.Options{
+		Reconciler: mcreconcile.Func(func(context.Context, mcreconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, nil
+		}),
+		SkipNameValidation: ptr.To(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl
 }
 
 // startController runs ctrl until the test ends, and returns the context
@@ -164,15 +172,7 @@ func newCacheCluster(adds, removes *atomic.Int64) cacheCluster {
 func TestLiveEngagementsWaitWithoutGoroutines(t *testing.T) {
 	const clusters = 200
 	var adds, removes atomic.Int64
-	ctrl, err := mccontroller.NewUnmanaged("kind", nil, mccontroller.Options{
-		Reconciler: mcreconcile.Func(func(context.Context, mcreconcile.Request) (reconcile.Result, error) {
-			return reconcile.Result{}, nil
-		}),
-		SkipNameValidation: ptr.To(true),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl := noopController(t, "kind")
 	if err := ctrl.MultiClusterWatch(mcsource.Kind(&corev1.Secret{}, mchandler.TypedEnqueueRequestForObject[*corev1.Secret]())); err != nil {
 		t.Fatal(err)
 	}

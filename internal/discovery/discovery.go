@@ -200,6 +200,9 @@ func (d *Discoverer) run(ctx context.Context, name multicluster.ClusterName, cl 
 	}
 	w, err := d.newWatch(ctx, name, cl, st, log)
 	if err != nil {
+		if ctx.Err() != nil { // the engagement ended first: nothing to report
+			return
+		}
 		log.Error(err, "Discovery could not start in the cluster")
 		return
 	}

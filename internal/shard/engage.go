@@ -82,5 +82,9 @@ func (c *Coordinator) engage(ctx context.Context, awares []multicluster.Aware, n
 			return
 		}
 	}
+	if ctx.Err() != nil { // disengaged or disconnected while the controllers engaged it
+		c.log.V(1).Info("engagement ended before it completed", "cluster", name)
+		return
+	}
 	c.log.Info("cluster engaged", "cluster", name)
 }

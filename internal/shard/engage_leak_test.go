@@ -98,6 +98,17 @@ func startController(t *testing.T, ctrl mccontroller.Controller) context.Context
 	return ctx
 }
 
+// pollUntil fails the test unless cond holds within 30 seconds; what says
+// what was awaited.
+func pollUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // goroutinesSettle waits until at most limit goroutines run (goroutines of
 // callbacks that just ran take a moment to end) and reports how many do.
 func goroutinesSettle(ctx context.Context, limit int) (int, bool) {
@@ -177,14 +188,7 @@ func TestLiveEngagementsWaitWithoutGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := startController(t, ctrl)
-	poll := func(what string, cond func() bool) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return cond(), nil
-		}); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	poll := func(what string, cond func() bool) { t.Helper(); pollUntil(ctx, t, what, cond) }
 	if err := ctrl.Engage(ctx, "first", newCacheCluster(&adds, &removes)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,14 @@
 package shard
 
 import (
-	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -37,14 +34,7 @@ func TestCoordinatorAwaitsRegistrations(t *testing.T) {
 	h.c.Register("east")
 
 	ctx := h.run()
-	poll := func(what string, cond func() bool) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return cond(), nil
-		}); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	poll := func(what string, cond func() bool) { t.Helper(); pollUntil(ctx, t, what, cond) }
 	poll("waiting for the registrations", waiting.Load)
 	if h.c.Ready() {
 		t.Error("Ready before the registrations synced")

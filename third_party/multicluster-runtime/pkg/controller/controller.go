@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"k8s.io/client-go/util/workqueue"
@@ -114,12 +115,11 @@ type engagedCluster struct {
 
 func (c *mcController[request]) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	c.lock.Lock()
-	defer c.lock.Unlock()
-
 	// Check if we already have this cluster engaged with the SAME context
 	if old, ok := c.clusters[name]; ok {
 		if old.cluster == cl && old.ctx.Err() == nil {
 			// Same impl, engagement still live → nothing to do
+			c.lock.Unlock()
 			return nil
 		}
 		// Re-engage: either old ctx is done, or impl changed. Stop the old one if still live.
@@ -130,38 +130,21 @@ func (c *mcController[request]) Engage(ctx context.Context, name multicluster.Cl
 	}
 
 	engCtx, cancel := context.WithCancel(ctx)
-
-	// pass through in case the controller itself is cluster aware
-	if ctrl, ok := c.TypedController.(multicluster.Aware); ok {
-		if err := ctrl.Engage(engCtx, name, cl); err != nil {
-			cancel()
-			return err
-		}
-	}
-
-	// engage cluster aware instances
-	for _, aware := range c.sources {
-		src, shouldEngage, err := aware.ForCluster(name, cl)
-		if err != nil {
-			cancel()
-			return fmt.Errorf("failed to engage for cluster %q: %w", name, err)
-		}
-		if !shouldEngage {
-			continue
-		}
-		if err := c.TypedController.Watch(startWithinContext[request](engCtx, src)); err != nil {
-			cancel()
-			return fmt.Errorf("failed to watch for cluster %q: %w", name, err)
-		}
-	}
-
 	ec := &engagedCluster{
 		name:    name,
 		cluster: cl,
 		ctx:     engCtx,
 		cancel:  cancel,
 	}
+	// certhub patch: the engagement is recorded before its sources start,
+	// and they start without the controller's lock (third_party/README.md):
+	// starting a kind source waits for the cluster's informer to sync, and
+	// under the lock one slow or unreachable cluster held up the engagement
+	// of every other cluster with this controller. A source added by
+	// MultiClusterWatch meanwhile is started for this engagement there.
 	c.clusters[name] = ec
+	sources := slices.Clone(c.sources)
+	c.lock.Unlock()
 	// certhub patch: a callback, not a goroutine waiting for the engagement
 	// to end (third_party/README.md).
 	context.AfterFunc(engCtx, func() {
@@ -173,6 +156,43 @@ func (c *mcController[request]) Engage(ctx context.Context, name multicluster.Cl
 		// note: cancel() is driven by parent; no need to call here
 	})
 
+	if err := c.startSources(engCtx, name, cl, sources); err != nil {
+		cancel() // the callback above forgets the engagement
+		return err
+	}
+	return nil
+}
+
+// startSources starts the engagement's sources in cluster cl. certhub
+// patch: a source that can wait for its cluster first (a kind source gets
+// its informer and waits for it to sync) does so before Watch, which holds
+// the controller's own lock while the source starts.
+func (c *mcController[request]) startSources(engCtx context.Context, name multicluster.ClusterName, cl cluster.Cluster, sources []mcsource.TypedSource[client.Object, request]) error {
+	// pass through in case the controller itself is cluster aware
+	if ctrl, ok := c.TypedController.(multicluster.Aware); ok {
+		if err := ctrl.Engage(engCtx, name, cl); err != nil {
+			return err
+		}
+	}
+
+	// engage cluster aware instances
+	for _, aware := range sources {
+		src, shouldEngage, err := aware.ForCluster(name, cl)
+		if err != nil {
+			return fmt.Errorf("failed to engage for cluster %q: %w", name, err)
+		}
+		if !shouldEngage {
+			continue
+		}
+		if p, ok := src.(mcsource.Preparer); ok {
+			if err := p.Prepare(engCtx); err != nil {
+				return fmt.Errorf("failed to watch for cluster %q: %w", name, err)
+			}
+		}
+		if err := c.TypedController.Watch(startWithinContext[request](engCtx, src)); err != nil {
+			return fmt.Errorf("failed to watch for cluster %q: %w", name, err)
+		}
+	}
 	return nil
 }
 

@@ -136,6 +136,16 @@ func (ck *clusterKind[object, request]) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
+// Prepare gets the source's informer in the cluster, which waits for it to
+// sync; Start then finds it synced. certhub patch (third_party/README.md).
+func (ck *clusterKind[object, request]) Prepare(ctx context.Context) error {
+	if err := ctx.Err(); err != nil { // no informer for an engagement that has ended
+		return err
+	}
+	_, err := ck.getInformer(ctx, ck.obj)
+	return err
+}
+
 // Start registers a removable handler on the (scoped) informer and removes it on ctx.Done().
 func (ck *clusterKind[object, request]) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[request]) error {
 	log := log.FromContext(ctx).WithValues("cluster", ck.clusterName, "source", "kind")
@@ -200,8 +210,11 @@ func (ck *clusterKind[object, request]) Start(ctx context.Context, q workqueue.T
 
 	log.V(1).Info("kind source handler registered", "hasRegistration", reg != nil)
 
-	// Defensive: ensure cache is synced.
-	if !ck.cl.GetCache().WaitForCacheSync(ctx) {
+	// Defensive: ensure the informer is synced. certhub patch: this
+	// informer only, not the whole cache (third_party/README.md): Start runs
+	// under the controller's lock, and another informer of the cluster that
+	// cannot sync (a broken CRD, a slow list) held up every other cluster.
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		ck.mu.Lock()
 		_ = inf.RemoveEventHandler(ck.registration)
 		ck.registration = nil

@@ -17,6 +17,8 @@ limitations under the License.
 package source
 
 import (
+	"context"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -58,4 +60,15 @@ type TypedSyncingSource[object client.Object, request mcreconcile.ClusterAware[r
 	SyncingForCluster(multicluster.ClusterName, cluster.Cluster) (source.TypedSyncingSource[request], bool, error)
 	WithProjection(func(cluster.Cluster, object) (object, error)) TypedSyncingSource[object, request]
 	WithClusterFilter(ClusterFilterFunc) TypedSyncingSource[object, request]
+}
+
+// Preparer is a per-cluster source that can wait for its cluster before it
+// is started. certhub patch (third_party/README.md): a controller starts
+// its sources under its own lock, so a source whose Start waits for a slow
+// cluster held up every other cluster's engagement; the controller calls
+// Prepare first, without the lock, and Start then only registers.
+type Preparer interface {
+	// Prepare waits until the source can start without waiting for its
+	// cluster, or ctx ends.
+	Prepare(ctx context.Context) error
 }

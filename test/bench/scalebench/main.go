@@ -19,8 +19,9 @@
 // While it waits for Ready it logs where the machine's memory goes, and
 // stops a size (with the busiest replica's profiles, -profile-dir) before
 // the machine runs out: on 2 cores and 24 GiB, 1,000 clusters take ~6 min,
-// 3,000 ~11 min, and 10,000 stop after ~20 min (docs/benchmarks.md). Not in
-// `make bench`. Results are also written as JSON.
+// 3,000 ~11 min, and 10,000 (on 5 API servers, see serversAt) about 65 min,
+// 32 of them to Ready (docs/benchmarks.md). Not in `make bench`. Results
+// are also written as JSON.
 package main
 
 import (
@@ -117,7 +118,7 @@ type Row struct {
 
 func main() {
 	sizes := flag.String("sizes", "1000,3000,10000", "fleet sizes, one bed each (comma-separated)")
-	servers := flag.Int("servers", 10, "downstream API servers the clusters share")
+	servers := flag.Int("servers", 0, "downstream API servers the clusters share (0: as many as this machine holds at each size, see serversAt)")
 	replicas := flag.Int("replicas", 5, "replica processes")
 	certs := flag.Int("certs", 2, "Certificates per cluster")
 	window := flag.Duration("window", 60*time.Second, "steady-state window for the hub request rate")
@@ -203,12 +204,30 @@ func (s scale) replicaEnv() []string {
 	return []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", s.memLimit*9/10)}
 }
 
+// serversAt is how many downstream API servers a size runs on: -servers, or
+// by default as many as 2 cores and 24 GiB hold beside the replicas: 10 up
+// to 3,000 clusters, 5 above. At 10,000 clusters 10 servers ran the machine
+// out of memory on 2026-12-05 (1,724 of 20,000 Certificates Ready); 5 held
+// them in 10.4 GiB on 2026-12-06, leaving 4.1 GiB available
+// (docs/benchmarks.md).
+func (s scale) serversAt(clusters int) int {
+	switch {
+	case s.servers > 0:
+		return s.servers
+	case clusters <= 3000:
+		return 10
+	default:
+		return 5
+	}
+}
+
 // run measures one fleet size on a bed of its own.
 func (s scale) run(clusters int) (Row, error) {
-	row := Row{Clusters: clusters, Servers: s.servers, Replicas: s.replicas, MemoryLimitMiB: s.memLimit, Certs: clusters * s.certs, LeaseSeconds: shard.DefaultLeaseDuration.Seconds()}
+	servers := s.serversAt(clusters)
+	row := Row{Clusters: clusters, Servers: servers, Replicas: s.replicas, MemoryLimitMiB: s.memLimit, Certs: clusters * s.certs, LeaseSeconds: shard.DefaultLeaseDuration.Seconds()}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bed, args, err := benchutil.StartBed(ctx, fmt.Sprintf("%d clusters", clusters), s.dir, s.servers, issuer)
+	bed, args, err := benchutil.StartBed(ctx, fmt.Sprintf("%d clusters", clusters), s.dir, servers, issuer)
 	if err != nil {
 		return row, err
 	}
@@ -338,11 +357,12 @@ func (s scale) run(clusters int) (Row, error) {
 func (s scale) register(ctx context.Context, bed *testbed.Bed, clusters int) error {
 	const workersPerServer = 4
 	var wg sync.WaitGroup
-	errs := make(chan error, s.servers*workersPerServer)
-	step := s.servers * workersPerServer
+	servers := len(bed.Downstreams)
+	errs := make(chan error, servers*workersPerServer)
+	step := servers * workersPerServer
 	for w := range step {
 		wg.Go(func() {
-			cp := bed.Downstreams[w%s.servers]
+			cp := bed.Downstreams[w%servers]
 			for i := w; i < clusters; i += step {
 				name := fmt.Sprintf("s%05d", i)
 				if _, err := bed.RegisterNamespaced(ctx, cp, name, name); err != nil {

@@ -149,21 +149,48 @@ func TestOneSignaturePerRequestThroughSIGKILL(t *testing.T) {
 	}
 }
 
-// waitOwner waits until a running replica holds the cluster's fence.
+// waitOwner returns the replica that owns the cluster once ownership has
+// settled: every replica decides with all of them as peers, exactly one
+// holds the cluster's fence (by its Lease and by its own
+// certhub_shard_cluster_owned), and the same one did at the poll before. A
+// replica that starts deciding before its peer has joined holds every fence
+// until it sees the peer, so the first holder seen may hand the cluster
+// over a moment later.
 func waitOwner(ctx context.Context, t *testing.T, hub client.Client, replicas map[string]*fleet.Replica) string {
 	t.Helper()
-	var owner string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	var owner, last string
+	settled := func(ctx context.Context) bool {
 		fences, err := fleet.FenceHolders(ctx, hub, env.Bed.HubNamespace())
 		if err != nil {
-			return false, nil
+			return false
 		}
 		f := fences.Of(clusterName)
 		owner = f.Holder
-		return replicas[owner] != nil && time.Now().Before(f.Expires), nil
+		if replicas[owner] == nil || !time.Now().Before(f.Expires) {
+			return false
+		}
+		for id, r := range replicas {
+			m, err := r.Metrics(ctx, "certhub_shard_peers", "certhub_shard_cluster_owned")
+			if err != nil || int(m.Sum("certhub_shard_peers", nil)) != len(replicas) {
+				return false
+			}
+			if held := m.Sum("certhub_shard_cluster_owned", map[string]string{"cluster": clusterName}) == 1; held != (id == owner) {
+				return false
+			}
+		}
+		return true
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		if !settled(ctx) {
+			last = ""
+			return false, nil
+		}
+		done := owner == last
+		last = owner
+		return done, nil
 	})
 	if err != nil {
-		t.Fatalf("cluster %s never owned by a replica (holder %q)", clusterName, owner)
+		t.Fatalf("cluster %s never settled on one replica (holder %q)", clusterName, owner)
 	}
 	return owner
 }

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mccontroller "sigs.k8s.io/multicluster-runtime/pkg/controller"
-	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	mcsource "sigs.k8s.io/multicluster-runtime/pkg/source"
@@ -183,16 +182,8 @@ func newCacheCluster(adds, removes *atomic.Int64) cacheCluster {
 func TestLiveEngagementsWaitWithoutGoroutines(t *testing.T) {
 	const clusters = 200
 	var adds, removes atomic.Int64
-	ctrl := noopController(t, "kind")
-	if err := ctrl.MultiClusterWatch(mcsource.Kind(&corev1.Secret{}, mchandler.TypedEnqueueRequestForObject[*corev1.Secret]())); err != nil {
-		t.Fatal(err)
-	}
-	ctx := startController(t, ctrl)
+	ctrl, ctx := kindController(t, &adds, &removes)
 	poll := func(what string, cond func() bool) { t.Helper(); pollUntil(ctx, t, what, cond) }
-	if err := ctrl.Engage(ctx, "first", newCacheCluster(&adds, &removes)); err != nil {
-		t.Fatal(err)
-	}
-	poll("the first engagement's handler added", func() bool { return adds.Load() == 1 })
 
 	base := runtime.NumGoroutine()
 	ends := make([]context.CancelFunc, 0, clusters)

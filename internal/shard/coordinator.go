@@ -335,9 +335,9 @@ func (c *Coordinator) shutdown() {
 	}
 	wg.Wait()
 	// The peer Lease goes last. Deleted first, it made the hand-off slower
-	// (shardbench, 1,000 clusters: 1.0–2.2 s against 0.3–1.1 s): the peers
-	// began to connect this replica's clusters while its fences were still
-	// being released, and took the fences later.
+	// (shardbench, 1,000 clusters: 1.0–2.2 s against 0.3–1.1 s), likely
+	// because the peers then began to connect this replica's clusters while
+	// its fences were still being released, and took the fences later.
 	if err := c.leases.Delete(ctx, leaseName(c.opts.PeerPrefix, c.opts.Identity), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		c.log.Error(err, "failed to delete peer Lease; peers will wait for it to expire")
 	}

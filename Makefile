@@ -140,7 +140,7 @@ bench: envtest acme-bed ## Benchmarks of docs/benchmarks.md (P1-P9, ACME, migrat
 
 SCALE_FLAGS ?=
 .PHONY: bench-scale
-bench-scale: envtest ## The fleet at 1,000, 3,000 and 10,000 clusters (5 replica processes, 10 API servers, 5 at 10,000; 2 Certificates each): Ready, RSS, hub req/s, SIGKILL/SIGTERM (~85 min; SCALE_FLAGS, e.g. -sizes 1000)
+bench-scale: envtest ## The fleet at 1,000, 3,000 and 10,000 clusters (5 replica processes, 10 API servers, 5 at 10,000; 2 Certificates each): Ready, RSS, hub req/s, SIGKILL/SIGTERM (~85–110 min; SCALE_FLAGS, e.g. -sizes 1000)
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) run ./test/bench/scalebench $(SCALE_FLAGS)
 
 .PHONY: fuzz

@@ -19,8 +19,8 @@
 // While it waits for Ready it logs where the machine's memory goes, and
 // stops a size (with the busiest replica's profiles, -profile-dir) before
 // the machine runs out: on 2 cores and 24 GiB, 1,000 clusters take ~6 min,
-// 3,000 ~11 min, and 10,000 (on 5 API servers, see serversAt) about 65 min,
-// 32 of them to Ready (docs/benchmarks.md). Not in `make bench`. Results
+// 3,000 ~11 min, and 10,000 (on 5 API servers, see serversAt) 66–90 min,
+// 32–50 of them to Ready (docs/benchmarks.md). Not in `make bench`. Results
 // are also written as JSON.
 package main
 

@@ -110,3 +110,31 @@ func TestValidateShippedExample(t *testing.T) {
 		t.Fatalf("--show-connection: %v\n%s", err, out)
 	}
 }
+
+// Names Argo CD accepts that are not DNS labels (its own examples use
+// "mycluster.example.com") validate with a warning that no {{cluster}}
+// pattern matches them, and exit 0; --strict turns the warning into a
+// failure as for every other warning.
+func TestValidateWarnsOfNamesThatAreNotLabels(t *testing.T) {
+	for _, name := range []string{"mycluster.example.com", "Prod-EU"} {
+		reg := `apiVersion: v1
+kind: Secret
+metadata:
+  name: ` + inventory.SecretName(name) + `
+  namespace: argocd
+  labels: {argocd.argoproj.io/secret-type: cluster}
+stringData: {name: ` + name + `, server: "https://kube.example.com", config: '{"bearerToken":"t"}'}
+`
+		out, err := validate(reg, "-")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		if want := `warning: Secret argocd/` + inventory.SecretName(name) + `: cluster "` + name + `" at https://kube.example.com; name "` + name + `" is not a DNS label`; !strings.Contains(out, want) ||
+			!strings.Contains(out, "no IssuancePolicy pattern with {{cluster}} matches it") {
+			t.Errorf("%s: missing %q in:\n%s", name, want, out)
+		}
+		if out, err := validate(reg, "--strict", "-"); err == nil {
+			t.Errorf("%s: --strict passed a warning:\n%s", name, out)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func clusterAdd(cmd *cobra.Command, out io.Writer, o clusterAddOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := inventory.NewSecret(o.argoNamespace, "cluster-"+o.name, o.name, cfg.Host,
+	s, err := inventory.NewSecret(o.argoNamespace, inventory.SecretName(o.name), o.name, cfg.Host,
 		inventory.ClusterConfig{BearerToken: token, TLSClientConfig: inventory.TLSClientConfig{CAData: caData, ServerName: cfg.ServerName, Insecure: cfg.Insecure}})
 	if err != nil {
 		return err

@@ -162,7 +162,7 @@ func TestStatusCountsRequestsForTheHub(t *testing.T) {
 		cr("e", "cert-manager.io", cmapi.CertificateRequestReasonIssued),
 	).Build()
 	row := &ClusterStatus{}
-	countRequests(context.Background(), c, row)
+	countRequests(context.Background(), c, nil, row)
 	if got, want := requestsLine(row.Requests), "CertificateRequests signed by the hub (issuerRef.group certhub.io): 1 Failed, 2 Issued, 1 Waiting"; got != want {
 		t.Errorf("%q; want %q", got, want)
 	}

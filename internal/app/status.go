@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,10 +54,13 @@ type ClusterStatus struct {
 	// Mode is the cluster's certhub.io/mode ("?" after an unknown value,
 	// read as observe); Conflict says why the hub does not write there
 	// although the mode lets it (cert-manager active: ClusterConflict).
-	Mode          string     `json:"mode"`
-	Conflict      string     `json:"conflict,omitempty"`
-	State         string     `json:"state"`
-	Error         string     `json:"error,omitempty"`
+	Mode     string `json:"mode"`
+	Conflict string `json:"conflict,omitempty"`
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+	// Warnings are what the registration's author may not expect (a name
+	// no {{cluster}} pattern matches, a connection without credentials).
+	Warnings      []string   `json:"warnings,omitempty"`
 	Ready         int        `json:"ready"`
 	Total         int        `json:"total"`
 	SoonestExpiry *time.Time `json:"soonestExpiry,omitempty"`
@@ -238,7 +242,7 @@ func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme,
 		if o.cluster != "" && o.cluster != c.Name {
 			continue
 		}
-		row.Cluster, row.Server = c.Name, c.Server
+		row.Cluster, row.Server, row.Warnings = c.Name, c.Server, c.Warnings
 		row.Mode, row.Conflict = clusterMode(s, reports, c.Name)
 		if owner := owners.Owner(c.Name); owner != "" {
 			row.Owner = owner
@@ -263,7 +267,11 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	list := certsync.NewCertificateList()
 	dc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err == nil {
-		err = dc.List(ctx, list)
+		var parts []*unstructured.UnstructuredList
+		parts, err = listScoped(ctx, dc, c.Namespaces, certsync.NewCertificateList)
+		for _, p := range parts {
+			list.Items = append(list.Items, p.Items...)
+		}
 	}
 	if err != nil {
 		row.State, row.Error = StateUnreachable, err.Error()
@@ -273,13 +281,21 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 		return
 	}
 	row.State = StateConnected
-	countRequests(ctx, dc, row)
+	countRequests(ctx, dc, c.Namespaces, row)
 	written := map[string]string{}
 	// Secret metadata only: status never reads a private key.
-	secrets := &metav1.PartialObjectMetadataList{}
-	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := dc.List(ctx, secrets, client.MatchingLabels{hubapi.ManagedByLabel: hubapi.ManagedByValue}); err == nil {
-		for _, s := range secrets.Items {
+	secretList := func() *metav1.PartialObjectMetadataList {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+		return l
+	}
+	parts, err := listScoped(ctx, dc, c.Namespaces, secretList, client.MatchingLabels{hubapi.ManagedByLabel: hubapi.ManagedByValue})
+	var secrets []metav1.PartialObjectMetadata
+	for _, p := range parts {
+		secrets = append(secrets, p.Items...)
+	}
+	if err == nil {
+		for _, s := range secrets {
 			written[s.Namespace+"/"+s.Name] = s.Annotations[hubapi.WrittenByAnnotation]
 			for _, mf := range s.ManagedFields {
 				if mf.Manager == certsync.FieldManager && mf.Time != nil && (row.LastWrite == nil || mf.Time.After(*row.LastWrite)) {
@@ -335,12 +351,35 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	}
 }
 
+// listScoped lists across the cluster, or, for a registration scoped to
+// namespaces (Argo CD's `namespaces`), in each of them: one list (from
+// newList) per namespace.
+func listScoped[L client.ObjectList](ctx context.Context, c client.Reader, namespaces []string, newList func() L, opts ...client.ListOption) ([]L, error) {
+	if len(namespaces) == 0 {
+		l := newList()
+		return []L{l}, c.List(ctx, l, opts...)
+	}
+	out := make([]L, 0, len(namespaces))
+	for _, ns := range namespaces {
+		l := newList()
+		if err := c.List(ctx, l, append(opts, client.InNamespace(ns))...); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
 // countRequests fills row.Requests; a registration that may not list
 // CertificateRequests leaves it empty.
-func countRequests(ctx context.Context, c client.Reader, row *ClusterStatus) {
-	list := &cmapi.CertificateRequestList{}
-	if err := c.List(ctx, list); err != nil {
+func countRequests(ctx context.Context, c client.Reader, namespaces []string, row *ClusterStatus) {
+	parts, err := listScoped(ctx, c, namespaces, func() *cmapi.CertificateRequestList { return &cmapi.CertificateRequestList{} })
+	if err != nil {
 		return
+	}
+	list := &cmapi.CertificateRequestList{}
+	for _, p := range parts {
+		list.Items = append(list.Items, p.Items...)
 	}
 	for i := range list.Items {
 		cr := &list.Items[i]
@@ -453,6 +492,9 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		if r.Conflict != "" {
 			fmt.Fprintf(tw, "%s: %s\n", migrate.ReasonClusterConflict, r.Conflict)
 		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(tw, "warning: %s\n", w)
+		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "NAMESPACE\tNAME\tREADY\tREASON\tPOLICY\tSECRET\tISSUER\tEXPIRATION\tRENEWAL\tWRITTEN BY")
 		for _, c := range r.Certificates {
@@ -476,6 +518,9 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		if r.Conflict != "" {
 			mode += "/" + migrate.ReasonClusterConflict
 			msg = strings.TrimPrefix(msg+"; ", "; ") + r.Conflict
+		}
+		for _, w := range r.Warnings {
+			msg = strings.TrimPrefix(msg+"; ", "; ") + "warning: " + w
 		}
 		if len(msg) > 80 {
 			msg = msg[:77] + "..."

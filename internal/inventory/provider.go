@@ -529,8 +529,12 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return reconcile.Result{}, nil
 	}
 	p.metrics.reachable.WithLabelValues(string(name)).Set(1)
-	log.Info("cluster connected", "server", redactServer(parsed.Server))
-	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "cluster %q at %s is connected to the hub", name, redactServer(parsed.Server))
+	log.Info("cluster connected", "server", redactServer(parsed.Server), "warnings", parsed.Warnings)
+	msg := fmt.Sprintf("cluster %q at %s is connected to the hub", name, redactServer(parsed.Server))
+	if len(parsed.Warnings) > 0 {
+		msg += "; " + strings.Join(parsed.Warnings, "; ")
+	}
+	p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterConnected, "Connect", "%s", msg)
 	return reconcile.Result{}, nil
 }
 

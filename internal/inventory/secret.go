@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -162,14 +163,15 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 		return nil, &FieldError{Field: keyServer, Reason: "must be an http(s) URL with a host", Err: err}
 	}
 	name := string(s.Data[keyName])
+	var warnings []string
 	if name == "" {
 		name = server // Argo CD's CLI falls back to the server URL
 	} else if why := policy.UnsafeClusterName(name); why != "" {
-		// IssuancePolicy patterns ({{cluster}}) put the name into DNS
-		// names, where such a name could cover another cluster's. A Secret
-		// without a name is named after its server URL, as Argo CD's CLI
-		// does; policies match it against no {{cluster}} pattern.
-		return nil, &FieldError{Field: keyName, Reason: fmt.Sprintf("%q %s: IssuancePolicy patterns ({{cluster}}) put it into DNS names, where it could cover another cluster's names", name, why)}
+		// Argo CD accepts any name ("mycluster.example.com" in its own
+		// examples), so the hub serves it; only {{cluster}} in an
+		// IssuancePolicy pattern, which would put it into DNS names where
+		// it could cover another cluster's, matches it never.
+		warnings = append(warnings, fmt.Sprintf("name %q %s: served, but no IssuancePolicy pattern with {{cluster}} matches it", name, why))
 	}
 	// config is optional, as in Argo CD's SecretToCluster, which reads it
 	// only when present: the in-cluster server needs none, and a remote
@@ -186,7 +188,7 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 		return nil, err
 	}
 	c := &Cluster{Name: name, Server: server, Config: cfg, Project: string(s.Data[keyProject]),
-		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer, Labels: s.Labels}
+		ClusterResources: string(s.Data[keyClusterResources]) == "true", InCluster: server == InClusterServer, Labels: s.Labels, Warnings: warnings}
 	if len(rawConfig) == 0 && !c.InCluster {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("no config: the hub connects to %s anonymously (no credentials; TLS verified against the system roots), as Argo CD would", server))
 	}
@@ -309,6 +311,33 @@ func checkPEM(data []byte, blockType string) error {
 		return fmt.Errorf("PEM block is %q, want %q", block.Type, blockType)
 	}
 	return nil
+}
+
+// SecretName is the object name of the cluster Secret registering
+// cluster: "cluster-<name>" when that is a valid Secret name, else the
+// name lower-cased with every other character a '-' and a hash of the
+// cluster name appended, so that "Prod-EU" and "prod-eu" get two Secrets
+// (Argo CD's CLI likewise names Secrets after a hash of the server).
+func SecretName(cluster string) string {
+	name := "cluster-" + cluster
+	if len(validation.IsDNS1123Subdomain(name)) == 0 {
+		return name
+	}
+	b := []byte(strings.ToLower(cluster))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	s := strings.Trim(string(b), "-.")
+	if len(s) > 200 {
+		s = strings.Trim(s[:200], "-.")
+	}
+	sum := sha256.Sum256([]byte(cluster))
+	if s == "" {
+		return "cluster-" + hex.EncodeToString(sum[:5])
+	}
+	return "cluster-" + s + "-" + hex.EncodeToString(sum[:5])
 }
 
 // NewSecret encodes a cluster registration as the Argo CD cluster Secret

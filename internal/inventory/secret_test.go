@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 )
 
@@ -36,6 +37,8 @@ func TestParseSecret(t *testing.T) {
 		wantField string // "" means success
 		wantName  string
 		wantHost  string
+		// wantWarning is in the Cluster's warnings ("" means none).
+		wantWarning string
 	}{
 		{name: "bearer token and CA", secret: clusterSecret(map[string]string{"name": "east", "server": "https://east.example.com:6443/", "config": good}),
 			wantName: "east", wantHost: "https://east.example.com:6443"},
@@ -48,11 +51,17 @@ func TestParseSecret(t *testing.T) {
 			s.Labels = nil
 			return s
 		}(), wantField: "metadata.labels[" + SecretTypeLabel + "]"},
-		{name: "a dotted name would nest in another cluster's {{cluster}} names", secret: clusterSecret(map[string]string{"name": "x.east", "server": "https://a", "config": good}), wantField: "name"},
-		{name: "a wildcard name would cover every cluster", secret: clusterSecret(map[string]string{"name": "*", "server": "https://a", "config": good}), wantField: "name"},
-		{name: "an upper-case name would name another cluster's hosts", secret: clusterSecret(map[string]string{"name": "East", "server": "https://a", "config": good}), wantField: "name"},
+		// Argo CD accepts any name (its own examples use
+		// "mycluster.example.com"): served, with a warning that no
+		// {{cluster}} pattern matches it.
+		{name: "a dotted name, as in Argo CD's examples", secret: clusterSecret(map[string]string{"name": "mycluster.example.com", "server": "https://a", "config": good}),
+			wantName: "mycluster.example.com", wantHost: "https://a", wantWarning: `name "mycluster.example.com" is not a DNS label`},
+		{name: "an upper-case name", secret: clusterSecret(map[string]string{"name": "Prod-EU", "server": "https://a", "config": good}),
+			wantName: "Prod-EU", wantHost: "https://a", wantWarning: "no IssuancePolicy pattern with {{cluster}} matches it"},
+		{name: "a wildcard name", secret: clusterSecret(map[string]string{"name": "*", "server": "https://a", "config": good}),
+			wantName: "*", wantHost: "https://a", wantWarning: `name "*" is not a DNS label`},
 		{name: "context-style names are fine", secret: clusterSecret(map[string]string{"name": "arn:aws:eks:eu-west-1:1:cluster/prod_1", "server": "https://a", "config": good}),
-			wantName: "arn:aws:eks:eu-west-1:1:cluster/prod_1", wantHost: "https://a"},
+			wantName: "arn:aws:eks:eu-west-1:1:cluster/prod_1", wantHost: "https://a", wantWarning: "no IssuancePolicy pattern with {{cluster}} matches it"},
 		{name: "missing server", secret: clusterSecret(map[string]string{"name": "a", "config": good}), wantField: "server"},
 		{name: "server not a URL", secret: clusterSecret(map[string]string{"name": "a", "server": "east:6443", "config": good}), wantField: "server"},
 		{name: "no config: anonymous, as in Argo CD", secret: clusterSecret(map[string]string{"name": "a", "server": "https://a"}), wantName: "a", wantHost: "https://a"},
@@ -88,6 +97,9 @@ func TestParseSecret(t *testing.T) {
 			}
 			if c.Name != tt.wantName || c.Config.Host != tt.wantHost || c.Server != tt.wantHost {
 				t.Fatalf("got name %q host %q server %q, want %q %q", c.Name, c.Config.Host, c.Server, tt.wantName, tt.wantHost)
+			}
+			if w := strings.Join(c.Warnings, "; "); tt.wantWarning != "" && !strings.Contains(w, tt.wantWarning) || tt.wantWarning == "" && strings.Contains(w, "DNS label") {
+				t.Errorf("warnings %q, want %q", w, tt.wantWarning)
 			}
 		})
 	}
@@ -229,5 +241,24 @@ func TestConfigIsOptional(t *testing.T) {
 	}
 	if c.Config == hub {
 		t.Errorf("the hub's config was shared, not copied")
+	}
+}
+
+// SecretName gives every cluster name a valid Secret name, and two names
+// that differ only in case two Secrets.
+func TestSecretName(t *testing.T) {
+	seen := map[string]string{}
+	for _, name := range []string{"east", "mycluster.example.com", "Prod-EU", "prod-eu", "*", "arn:aws:eks:eu-west-1:1:cluster/prod_1", strings.Repeat("x", 300)} {
+		s := SecretName(name)
+		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
+			t.Errorf("SecretName(%q) = %q: %v", name, s, msgs)
+		}
+		if other, ok := seen[s]; ok {
+			t.Errorf("SecretName(%q) = SecretName(%q) = %q", name, other, s)
+		}
+		seen[s] = name
+	}
+	if s := SecretName("east"); s != "cluster-east" {
+		t.Errorf("SecretName(east) = %q, want cluster-east", s)
 	}
 }

@@ -173,7 +173,7 @@ func literal(pt pattern, x vars) (lit string, wildcard, ok bool) {
 			b.WriteByte('*')
 		}
 		for _, pc := range seg {
-			if pc.v == 'c' && x.clusterUnsafe {
+			if x.unsafe(pc) {
 				return "", false, false
 			}
 			b.WriteString(x.value(pc))

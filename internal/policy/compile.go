@@ -152,6 +152,7 @@ func (c *compiled) compile(s *hubapi.IssuancePolicySpec) error {
 		for f, v := range map[subjectField]*hubapi.StringValues{
 			fieldOrganizations: sub.Organizations, fieldCountries: sub.Countries, fieldOrganizationalUnits: sub.OrganizationalUnits,
 			fieldLocalities: sub.Localities, fieldProvinces: sub.Provinces, fieldStreetAddresses: sub.StreetAddresses, fieldPostalCodes: sub.PostalCodes,
+			fieldDomainComponents: sub.DomainComponents, fieldUserIDs: sub.UserIDs, fieldOtherAttributes: sub.OtherAttributes,
 		} {
 			if v != nil {
 				c.subject[f] = values(v)
@@ -298,16 +299,22 @@ func compilePattern(s string) pattern {
 }
 
 // vars are the values of the pattern variables for one Certificate.
-// clusterUnsafe: the cluster's name cannot be put into a DNS name (a dot,
-// a wildcard, an upper-case letter: a registration named after its server
-// URL), so {{cluster}} matches nothing.
+// clusterUnsafe, namespaceUnsafe: the name is not a DNS label (a dot, a
+// wildcard, an upper-case letter: "mycluster.example.com", "Prod-EU", a
+// registration named after its server URL), so its variable matches
+// nothing (UnsafeClusterName).
 type vars struct {
-	cluster, namespace string
-	clusterUnsafe      bool
+	cluster, namespace             string
+	clusterUnsafe, namespaceUnsafe bool
 }
 
 func newVars(cluster, namespace string) vars {
-	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: UnsafeClusterName(cluster) != ""}
+	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: UnsafeClusterName(cluster) != "", namespaceUnsafe: unsafeLabel(namespace) != ""}
+}
+
+// unsafe reports whether pc is a variable whose value may not be matched.
+func (x vars) unsafe(pc piece) bool {
+	return pc.v == 'c' && x.clusterUnsafe || pc.v == 'n' && x.namespaceUnsafe
 }
 
 func (x vars) value(pc piece) string {
@@ -332,7 +339,7 @@ func (x vars) segLen(seg []piece) int {
 // segAt reports whether seg matches v at position at.
 func (x vars) segAt(seg []piece, v string, at int) bool {
 	for _, pc := range seg {
-		if pc.v == 'c' && x.clusterUnsafe {
+		if x.unsafe(pc) {
 			return false
 		}
 		s := x.value(pc)

@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"strings"
-	"unicode"
-)
+import "k8s.io/apimachinery/pkg/util/validation"
 
 // Variables substituted in every allowed pattern. They never add wildcards:
 // a cluster or namespace name is matched literally.
@@ -13,15 +10,23 @@ const (
 )
 
 // UnsafeClusterName says why a cluster name cannot stand for VarCluster in
-// a DNS pattern such as "*.{{cluster}}.example.com" ("" when it can): a dot
-// would nest its names inside another cluster's ("x.east" under "east"), a
-// "*" would make a wildcard over every cluster, and an upper-case letter or
-// a space would name another cluster's hosts (DNS is case-insensitive). The
-// inventory refuses registrations so named; Evaluate matches such a name
-// (a registration named after its server URL) against no VarCluster pattern.
+// a DNS pattern such as "*.{{cluster}}.example.com" ("" when it can): only
+// a DNS label (RFC 1123: lower-case letters, digits and '-', at most 63)
+// can. A dot would nest its names inside another cluster's ("x.east" under
+// "east"), a "*" would make a wildcard over every cluster, and an
+// upper-case letter or a space would name another cluster's hosts (DNS is
+// case-insensitive). Such names are valid registrations — Argo CD accepts
+// any name, and its own examples use "mycluster.example.com" — so the
+// inventory serves them (with a warning) and Evaluate matches them against
+// no VarCluster pattern.
 func UnsafeClusterName(name string) string {
-	if strings.ContainsFunc(name, func(r rune) bool { return r == '.' || r == '*' || r >= 'A' && r <= 'Z' || unicode.IsSpace(r) }) {
-		return "must not contain dots, wildcards, upper-case letters or spaces"
+	return unsafeLabel(name)
+}
+
+// unsafeLabel says why v is not a DNS label ("" when it is).
+func unsafeLabel(v string) string {
+	if len(validation.IsDNS1123Label(v)) > 0 {
+		return "is not a DNS label (lower-case letters, digits and '-', at most 63)"
 	}
 	return ""
 }

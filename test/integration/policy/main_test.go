@@ -31,7 +31,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName,
+	// The third downstream is registered by TestRegistrationNamesArgoCDAccepts,
+	// under names that are not DNS labels.
+	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1,
 		Hub: func(o *hub.Options) {
 			o.IssuerRetryInterval = time.Second
 			o.DefaultPolicy = "deny" // as the shipped kustomize base

@@ -70,6 +70,11 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if d := t.decision.ForIssuer(issuance.SelfSigned(issuer)); !d.Allowed {
+		// Decided on the signer itself, so an issuer changed since the
+		// policy looked cannot lend the default's allowance to a hub CA.
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+d.Message)
+	}
 
 	key := st.key
 	reuse := crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever &&

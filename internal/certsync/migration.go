@@ -76,13 +76,17 @@ func (r *reconciler) planKeep(_ context.Context, t *target, decision policy.Deci
 // planIssue records, in a cluster the hub does not write in, that a
 // certificate would be issued, or why not (the issuer).
 func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reconcile.Result, error) {
-	if _, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader()); err != nil {
+	iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader())
+	if err != nil {
 		var ie *issuance.Error
 		if !errors.As(err, &ie) {
 			return reconcile.Result{}, err
 		}
 		r.plan(t, migrate.ActionRefuse, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
+	}
+	if pd := t.decision.ForIssuer(issuance.SelfSigned(iss)); !pd.Allowed {
+		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+pd.Message)
 	}
 	action := migrate.ActionReissue
 	if d.state == nil || d.state.cert == nil {

@@ -20,10 +20,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -93,6 +95,44 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		}
 		if !slices.Equal(cert.PermittedDNSDomains, []string{".example.com"}) || !slices.Contains(cert.ExcludedEmailAddresses, "") || len(cert.ExcludedIPRanges) != 2 {
 			t.Errorf("name constraints: permitted DNS %v, excluded email %v, IP %v; want the policy's", cert.PermittedDNSDomains, cert.ExcludedEmailAddresses, cert.ExcludedIPRanges)
+		}
+	})
+	t.Run("default allow, a CA: signed by a SelfSigned issuer, denied for a hub CA", func(t *testing.T) {
+		set, err := policy.Compile(nil, policy.Allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name       string
+			selfSigned bool
+		}{{"SelfSigned ClusterIssuer", true}, {"CA ClusterIssuer", false}} {
+			crt := testCertificate()
+			crt.Spec.IsCA = true
+			h := newReconcilerHarness(t, nil, crt)
+			h.r.opts.Policy = evaluator{set}
+			if tc.selfSigned { // the hub's own resolver, reading a SelfSigned ClusterIssuer
+				ci := &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}}
+				res, err := issuance.New(issuance.Options{Client: fake.NewClientBuilder().WithScheme(h.c.Scheme()).WithObjects(ci).Build(), Namespace: "hub"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.r.opts.Issuers = res
+			}
+			h.reconcile("web")
+			c := ready(h.certificate("web"))
+			if tc.selfSigned {
+				cert, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
+				if err != nil || !cert.IsCA || !issuance.IsSelfSigned(cert) || c == nil || c.Status != cmmeta.ConditionTrue {
+					t.Errorf("%s: Ready %+v, certificate %v (%v); want a self-signed CA issued", tc.name, c, cert != nil && cert.IsCA, err)
+				}
+				continue
+			}
+			if c == nil || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, "needs an IssuancePolicy that selects the Certificate and allows it (allowed.isCA: true") {
+				t.Errorf("%s: Ready %+v; want PolicyDenied naming the policy it needs", tc.name, c)
+			}
+			if h.secret("web-tls") != nil {
+				t.Errorf("%s: a Secret was written", tc.name)
+			}
 		}
 	})
 	t.Run("narrowed after issuance: flagged, not revoked; cleared when allowed again", func(t *testing.T) {

@@ -283,18 +283,27 @@ func usagesAllowed(a hubapi.PolicyAllowed, cert *x509.Certificate) error {
 }
 
 var subjectOIDs = map[string]func(*hubapi.SubjectAllowed) *hubapi.StringValues{
-	"2.5.4.10": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Organizations },
-	"2.5.4.6":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Countries },
-	"2.5.4.11": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.OrganizationalUnits },
-	"2.5.4.7":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Localities },
-	"2.5.4.8":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Provinces },
-	"2.5.4.9":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.StreetAddresses },
-	"2.5.4.17": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.PostalCodes },
+	"2.5.4.10":                   func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Organizations },
+	"2.5.4.6":                    func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Countries },
+	"2.5.4.11":                   func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.OrganizationalUnits },
+	"2.5.4.7":                    func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Localities },
+	"2.5.4.8":                    func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.Provinces },
+	"2.5.4.9":                    func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.StreetAddresses },
+	"2.5.4.17":                   func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.PostalCodes },
+	"0.9.2342.19200300.100.1.25": func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.DomainComponents },
+	"0.9.2342.19200300.100.1.1":  func(s *hubapi.SubjectAllowed) *hubapi.StringValues { return s.UserIDs },
 }
 
+// subjectAllowed: any other attribute type is allowed by otherAttributes,
+// as "<oid>=<value>".
 func subjectAllowed(s *hubapi.SubjectAllowed, oid, v string) bool {
-	f, ok := subjectOIDs[oid]
-	return ok && s != nil && anyGlob(f(s), v)
+	if s == nil {
+		return false
+	}
+	if f, ok := subjectOIDs[oid]; ok {
+		return anyGlob(f(s), v)
+	}
+	return anyGlob(s.OtherAttributes, oid+"="+v)
 }
 
 // glob matches v against a policy pattern with the property test's cluster

@@ -56,6 +56,7 @@ type target struct {
 	template     *x509.Certificate // what is signed: the template the policy allowed, constrained by it
 	dry          bool              // the hub does not write in this cluster now (Options.Migration): decide, write nothing, plan
 	adopting     bool              // the Secret is cert-manager's, written for this Certificate: taken over
+	decision     policy.Decision   // the policy's decision on template (ForIssuer once the signer is known)
 	violation    bool              // an issued certificate the policies no longer allow
 	violationMsg string            // why
 }
@@ -122,6 +123,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	if stop {
 		return res, err
 	}
+	t.decision = decision
 	in, stop, res, err := r.gather(ctx, t)
 	if stop {
 		return res, err
@@ -136,6 +138,9 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		}
 	}
 	if !d.reissue {
+		if decision.SelfSignedOnly { // a CA the default policy allows if self-signed: is the kept one?
+			decision = decision.ForIssuer(issuance.IsSelfSigned(d.state.cert))
+		}
 		if t.dry {
 			return r.planKeep(ctx, t, decision, d, in.now)
 		}

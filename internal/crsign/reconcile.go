@@ -141,7 +141,7 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		if pending {
 			return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 		}
-		if !d.Allowed {
+		if d = d.ForIssuer(issuance.SelfSigned(iss)); !d.Allowed {
 			rep.Failed(cr, errors.New(d.Message), ReasonPolicyDenied, "Denied by issuance policy")
 			r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 			return reconcile.Result{}, nil

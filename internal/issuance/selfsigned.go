@@ -1,7 +1,9 @@
 package issuance
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 
@@ -27,4 +29,19 @@ func (selfSigned) Sign(_ context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("failed to self-sign certificate: %w", err)
 	}
 	return Result{ChainPEM: certPEM, CAPEM: certPEM}, nil
+}
+
+// SelfSigned reports whether iss signs each certificate with the
+// certificate's own key (a SelfSigned issuer): what it signs is chained
+// to nothing the hub vouches for.
+func SelfSigned(iss Issuer) bool {
+	_, ok := iss.(selfSigned)
+	return ok
+}
+
+// IsSelfSigned reports whether cert is signed by its own key: the
+// certificate a SelfSigned issuer wrote, not one a CA signed.
+func IsSelfSigned(cert *x509.Certificate) bool {
+	return cert != nil && bytes.Equal(cert.RawIssuer, cert.RawSubject) &&
+		cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature) == nil
 }

@@ -20,9 +20,34 @@ type Decision struct {
 	Policy string
 	// Message says why (for a denial: the field, the value, the policies).
 	Message string
+	// SelfSignedOnly: allowed by the default policy only if the issuer
+	// signs the certificate with the certificate's own key (a SelfSigned
+	// issuer) — a CA no IssuancePolicy selects. Such a CA is chained to
+	// nothing the hub vouches for (its owner could make it with openssl);
+	// one signed by a hub CA needs a policy. Callers apply ForIssuer once
+	// they know the signer.
+	SelfSignedOnly bool
 	// ca: for an allowed CA certificate, what it is signed with (Constrain).
 	ca *caPowers
+	// denial is the message ForIssuer gives for any other signer.
+	denial string
 }
+
+// ForIssuer is the decision for a signer that is (selfSigned) or is not a
+// SelfSigned issuer: d itself unless d is SelfSignedOnly and the signer is
+// not, which is denied, naming the policy it needs.
+func (d Decision) ForIssuer(selfSigned bool) Decision {
+	if !d.SelfSignedOnly || selfSigned {
+		return d
+	}
+	return Decision{Message: d.denial}
+}
+
+// caNeedsPolicy is the denial of a CA a hub CA would sign under the
+// default policy: the policy to write.
+const caNeedsPolicy = "isCA true signed by a hub CA needs an IssuancePolicy that selects the Certificate and allows it " +
+	"(allowed.isCA: true, allowed.maxPathLen, and the names the CA may sign in allowed.dnsNames, ipAddresses, emailAddresses, uris, " +
+	"which become its x509 name constraints): the default policy allows a CA from a SelfSigned issuer only (docs/issuancepolicy.md, \"Sub-CAs\")"
 
 // maxMessage bounds a denial message (it lands in a condition and an Event).
 const maxMessage = 1024
@@ -61,12 +86,14 @@ func (s *Set) Evaluate(r Request) Decision {
 			return Decision{Message: fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s, and the default policy is deny",
 				r.Cluster, crt.Namespace, issuerString(crt))}
 		}
-		if f = newFacts(r); f.isCA || f.unknown != "" {
-			why := "isCA true needs an IssuancePolicy that selects the Certificate and allows isCA: the default policy never allows a CA"
-			if !f.isCA {
-				why = f.unknown
-			}
-			return Decision{Message: fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s; %s", r.Cluster, crt.Namespace, issuerString(crt), why)}
+		unselected := fmt.Sprintf("no IssuancePolicy selects cluster %q, namespace %q, issuer %s", r.Cluster, crt.Namespace, issuerString(crt))
+		if f = newFacts(r); f.unknown != "" {
+			return Decision{Message: unselected + "; " + f.unknown}
+		}
+		if f.isCA {
+			return Decision{Allowed: true, SelfSignedOnly: true,
+				Message: "no IssuancePolicy selects it; the default policy is allow, and allows a CA from a SelfSigned issuer only (it is chained to nothing the hub vouches for)",
+				denial:  unselected + "; " + caNeedsPolicy}
 		}
 		return Decision{Allowed: true, Message: "no IssuancePolicy selects it; the default policy is allow"}
 	}
@@ -149,18 +176,29 @@ const (
 	fieldProvinces           subjectField = "provinces"
 	fieldStreetAddresses     subjectField = "streetAddresses"
 	fieldPostalCodes         subjectField = "postalCodes"
+	fieldDomainComponents    subjectField = "domainComponents"
+	fieldUserIDs             subjectField = "userIDs"
+	// fieldOtherAttributes holds every other attribute type as "<oid>=<value>".
+	fieldOtherAttributes subjectField = "otherAttributes"
 )
+
+// subjectFields are the subject fields in the order a denial checks them.
+var subjectFields = []subjectField{fieldOrganizations, fieldCountries, fieldOrganizationalUnits, fieldLocalities, fieldProvinces,
+	fieldStreetAddresses, fieldPostalCodes, fieldDomainComponents, fieldUserIDs, fieldOtherAttributes}
 
 // subjectPaths are the fields' paths in a denial.
 var subjectPaths = map[subjectField]string{
 	fieldOrganizations: "spec.subject.organizations", fieldCountries: "spec.subject.countries", fieldOrganizationalUnits: "spec.subject.organizationalUnits",
 	fieldLocalities: "spec.subject.localities", fieldProvinces: "spec.subject.provinces", fieldStreetAddresses: "spec.subject.streetAddresses", fieldPostalCodes: "spec.subject.postalCodes",
+	fieldDomainComponents: "spec.literalSubject DC", fieldUserIDs: "spec.literalSubject UID", fieldOtherAttributes: "spec.literalSubject attribute",
 }
 
-// subjectOIDs maps literalSubject attribute types to policy fields.
+// subjectOIDs maps literalSubject attribute types to policy fields; any
+// other type is fieldOtherAttributes.
 var subjectOIDs = map[string]subjectField{
 	"2.5.4.10": fieldOrganizations, "2.5.4.6": fieldCountries, "2.5.4.11": fieldOrganizationalUnits,
 	"2.5.4.7": fieldLocalities, "2.5.4.8": fieldProvinces, "2.5.4.9": fieldStreetAddresses, "2.5.4.17": fieldPostalCodes,
+	"0.9.2342.19200300.100.1.25": fieldDomainComponents, "0.9.2342.19200300.100.1.1": fieldUserIDs,
 }
 
 // check returns "" when p allows every field of f, else (with explain) the
@@ -206,7 +244,7 @@ func (p *compiled) check(f *facts, x vars, explain bool) string {
 	if v := p.ips.check(f.ips, explain); v != "" {
 		return v
 	}
-	for _, field := range []subjectField{fieldOrganizations, fieldCountries, fieldOrganizationalUnits, fieldLocalities, fieldProvinces, fieldStreetAddresses, fieldPostalCodes} {
+	for _, field := range subjectFields {
 		if v := p.subject[field].check(subjectPaths[field], f.subject[field], x, explain); v != "" {
 			return v
 		}

@@ -101,6 +101,10 @@ func TestEvaluate(t *testing.T) {
 			crt: crt("team", "ca", fixture.WithNames("ca.east.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), contains: []string{"spec.isCA true is not allowed"}},
 		{name: "isCA allowed where a policy allows it", policies: []hubapi.IssuancePolicy{ownNames(), ca(1)}, cluster: "east",
 			crt: crt("pki-east", "ca", fixture.WithNames("Team CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })), allowed: true, policy: "sub-ca"},
+		{name: "a CA policy's cert sign is not a leaf's", policies: []hubapi.IssuancePolicy{ca(0)}, cluster: "east",
+			crt: crt("pki-east", "leaf", fixture.WithNames("leaf"), fixture.WithSpec(func(s *cmapi.CertificateSpec) {
+				s.Usages = []cmapi.KeyUsage{cmapi.UsageCertSign, cmapi.UsageDigitalSignature}
+			})), contains: []string{`spec.usages "cert sign" is not allowed`}},
 		{name: "within bounds", policies: []hubapi.IssuancePolicy{bounded()},
 			crt: crt("a", "web", short, fixture.WithSpec(func(s *cmapi.CertificateSpec) {
 				s.IPAddresses = []string{"10.1.2.3", "fd00::1"}
@@ -178,7 +182,9 @@ func TestSubCAsAreConstrainedByTheirPolicy(t *testing.T) {
 	subCA := crt("pki-a", "ca", fixture.WithNames("Dev CA"), isCA)
 	for _, def := range []policy.Mode{policy.Allow, policy.Deny} {
 		set, _ := policy.Compile([]hubapi.IssuancePolicy{devOnly()}, def)
-		if d := set.Evaluate(policy.Request{Cluster: "c", ClusterLabels: prod, Certificate: subCA}); d.Allowed {
+		// A hub CA would sign it (ForIssuer(false)); a SelfSigned issuer
+		// is TestDefaultPoliciesFollowCertManager's.
+		if d := set.Evaluate(policy.Request{Cluster: "c", ClusterLabels: prod, Certificate: subCA}).ForIssuer(false); d.Allowed {
 			t.Errorf("default %s, no policy selects it: a CA was allowed (%s)", def, d.Message)
 		}
 	}
@@ -286,7 +292,7 @@ func TestEveryAttributeIsChecked(t *testing.T) {
 		{"CN=a.dev.example.com+CN=postgres", `spec.commonName "postgres"`},
 		{"CN=postgres+CN=a.dev.example.com", `spec.commonName "postgres"`},
 		{"CN=a.dev.example.com+SERIALNUMBER=1,SERIALNUMBER=2", `spec.subject.serialNumber "2"`},
-		{"CN=a.dev.example.com,DC=evil", "is not allowed (no policy field covers it)"},
+		{"CN=a.dev.example.com,DC=evil", `spec.literalSubject DC "evil" is not allowed (the policy allows none)`},
 	} {
 		c := crt("a", "web", fixture.WithNames("", "a.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.LiteralSubject = tc.literal }))
 		d := set.Evaluate(policy.Request{Cluster: "c", Certificate: c})

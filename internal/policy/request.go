@@ -102,11 +102,14 @@ func (f *facts) readSubject(tmpl *x509.Certificate) {
 				f.serial = append(f.serial, val)
 			default:
 				field, ok := subjectOIDs[atv.Type.String()]
-				if !ok {
+				if len(atv.Type) == 0 { // a type cert-manager could not parse as a name or an OID
 					if f.unknown == "" {
-						f.unknown = fmt.Sprintf("subject attribute %s=%q is not allowed (no policy field covers it)", atv.Type, val)
+						f.unknown = fmt.Sprintf("subject attribute %q has no type", val)
 					}
 					continue
+				}
+				if !ok {
+					field, val = fieldOtherAttributes, atv.Type.String()+"="+val
 				}
 				f.subject[field] = append(f.subject[field], val)
 			}
@@ -154,16 +157,21 @@ func (f *facts) readSANs(tmpl *x509.Certificate) {
 	}
 }
 
-// appendNew appends the values of vs not already in to.
+// appendNew appends the values of vs not already in to, in linear time
+// (a Certificate may ask for tens of thousands of names).
 func appendNew(to []string, vs ...string) []string {
-next:
+	if len(vs) == 0 {
+		return to
+	}
+	seen := make(map[string]struct{}, len(to)+len(vs))
+	for _, w := range to {
+		seen[w] = struct{}{}
+	}
 	for _, v := range vs {
-		for _, w := range to {
-			if w == v {
-				continue next
-			}
+		if _, ok := seen[v]; !ok {
+			seen[v] = struct{}{}
+			to = append(to, v)
 		}
-		to = append(to, v)
 	}
 	return to
 }

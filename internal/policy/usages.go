@@ -29,9 +29,6 @@ const defaultKeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipher
 // extended usages they allow.
 func (p *compiled) compileUsages() {
 	p.ku = defaultKeyUsage
-	if p.isCA {
-		p.ku |= x509.KeyUsageCertSign
-	}
 	for u := range p.usages {
 		if k, ok := apiutil.KeyUsageType(u); ok {
 			p.ku |= k
@@ -43,7 +40,11 @@ func (p *compiled) compileUsages() {
 
 // checkUsages checks the template's key usage bits and extended key usages.
 func (p *compiled) checkUsages(f *facts, explain bool) string {
-	if extra := f.ku &^ p.ku; extra != 0 {
+	allowed := p.ku
+	if p.isCA && f.isCA { // the CA's cert sign bit comes with the CA, never on a leaf
+		allowed |= x509.KeyUsageCertSign
+	}
+	if extra := f.ku &^ allowed; extra != 0 {
 		if !explain {
 			return denied
 		}

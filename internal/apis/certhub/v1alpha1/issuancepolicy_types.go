@@ -165,6 +165,19 @@ type SubjectAllowed struct {
 	PostalCodes *StringValues `json:"postalCodes,omitempty"`
 	// +optional
 	SerialNumber *StringValue `json:"serialNumber,omitempty"`
+	// DomainComponents allows DC attributes (0.9.2342.19200300.100.1.25),
+	// which only spec.literalSubject can carry.
+	// +optional
+	DomainComponents *StringValues `json:"domainComponents,omitempty"`
+	// UserIDs allows UID attributes (0.9.2342.19200300.100.1.1), which only
+	// spec.literalSubject can carry.
+	// +optional
+	UserIDs *StringValues `json:"userIDs,omitempty"`
+	// OtherAttributes allows any other attribute type of spec.literalSubject
+	// (one cert-manager accepts as a dotted OID, e.g. "1.2.840.113549.1.9.1=x"),
+	// as patterns over "<oid>=<value>", like otherNames.
+	// +optional
+	OtherAttributes *StringValues `json:"otherAttributes,omitempty"`
 }
 
 // PolicyConstraints bound what may be asked for.

@@ -26,6 +26,11 @@ type Migration interface {
 	// Writes reports whether the hub may write in the cluster now (its
 	// mode, and cert-manager not active there).
 	Writes(cluster multicluster.ClusterName) bool
+	// HoldsStatus says why the hub does not write Certificate status in
+	// the namespace now ("" when it may): a field manager named like
+	// cert-manager's wrote a Certificate there lately. Secrets are
+	// written; other namespaces are not affected.
+	HoldsStatus(cluster multicluster.ClusterName, namespace string) string
 	// Plan records what the hub would do with one Certificate.
 	Plan(cluster multicluster.ClusterName, v migrate.Verdict)
 	// Forget removes a Certificate from the plan.
@@ -94,4 +99,18 @@ func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reco
 	}
 	r.plan(t, action, d.reason, d.message)
 	return reconcile.Result{}, nil
+}
+
+// statusHeld reports whether a status write in namespace of t's cluster
+// waits (Migration.HoldsStatus), and logs why; the Migration requeues the
+// cluster's Certificates when the hold ends.
+func (r *reconciler) statusHeld(ctx context.Context, t *target, namespace string) bool {
+	if r.opts.Migration == nil {
+		return false
+	}
+	why := r.opts.Migration.HoldsStatus(t.name, namespace)
+	if why != "" {
+		logr.FromContextOrDiscard(ctx).V(1).Info("status write held back in this namespace", "why", why)
+	}
+	return why != ""
 }

@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/migrate"
@@ -28,6 +30,8 @@ import (
 type fakeMigration struct {
 	mode   migrate.Mode
 	writes bool
+	// held: namespaces whose status writes are held back, with why.
+	held map[string]string
 
 	mu   sync.Mutex
 	plan map[string]migrate.Verdict
@@ -35,6 +39,9 @@ type fakeMigration struct {
 
 func (f *fakeMigration) Mode(multicluster.ClusterName) migrate.Mode { return f.mode }
 func (f *fakeMigration) Writes(multicluster.ClusterName) bool       { return f.writes }
+func (f *fakeMigration) HoldsStatus(_ multicluster.ClusterName, ns string) string {
+	return f.held[ns]
+}
 func (f *fakeMigration) Plan(_ multicluster.ClusterName, v migrate.Verdict) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -285,5 +292,36 @@ func TestCertificatesForCRSignAreLeftAlone(t *testing.T) {
 				t.Errorf("Events %q", ev)
 			}
 		})
+	}
+}
+
+// A namespace where a field manager named like cert-manager's wrote lately
+// gets its Secret, not its status, until the hold ends; the neighbouring
+// namespace gets both.
+func TestHeldNamespaceGetsNoStatusWrite(t *testing.T) {
+	held, neighbour := testCertificate(), testCertificate()
+	held.Namespace, neighbour.Namespace = "tenant", "shop"
+	h := newReconcilerHarness(t, nil, held, neighbour)
+	h.r.opts.Migration = &fakeMigration{mode: migrate.Issue, writes: true, held: map[string]string{"tenant": "Certificate tenant/x was written by a field manager named like cert-manager's"}}
+	for _, ns := range []string{"tenant", "shop"} {
+		if _, err := h.r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "web"}}}); err != nil {
+			t.Fatalf("%s: %v", ns, err)
+		}
+	}
+	get := func(ns string) (*cmapi.Certificate, *corev1.Secret) {
+		crt, s := &cmapi.Certificate{}, &corev1.Secret{}
+		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "web"}, crt); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "web-tls"}, s); err != nil {
+			t.Fatalf("%s: the Secret was not written: %v", ns, err)
+		}
+		return crt, s
+	}
+	if crt, _ := get("tenant"); ready(crt) != nil {
+		t.Errorf("tenant: status written while held: %+v", crt.Status)
+	}
+	if crt, _ := get("shop"); ready(crt) == nil || ready(crt).Status != cmmeta.ConditionTrue {
+		t.Errorf("shop: Ready %+v; want the neighbour's status written", ready(crt))
 	}
 }

@@ -76,6 +76,9 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 			return nil // already said
 		}
 	}
+	if r.statusHeld(ctx, t, u.GetNamespace()) {
+		return nil
+	}
 	body, err := undecodableStatus(u.GetGeneration(), se.reason, msg, r.opts.clock.Now())
 	if err != nil {
 		return err
@@ -183,6 +186,9 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 		mutate(updated)
 		if apiequality.Semantic.DeepEqual(updated.Status, t.crt.Status) {
 			r.metrics.observe(t.name, t.crt)
+			return nil
+		}
+		if r.statusHeld(ctx, t, t.crt.Namespace) {
 			return nil
 		}
 		_, wctx, cancel, err := r.writeContext(ctx, t)

@@ -31,15 +31,24 @@ const (
 
 // activity is what one look at a cluster found of cert-manager's controller.
 type activity struct {
+	// active: cert-manager's leader-election Lease is held — the one
+	// signal no tenant can write (it lives in cert-manager's namespace).
+	// It alone holds back the whole cluster.
 	active  bool
 	message string
+	// namespaces: a Certificate there was written by a field manager named
+	// like cert-manager's since the last look, with why. Any tenant can
+	// write under that name (kubectl --field-manager), so it holds back
+	// only Certificate status writes in its own namespace.
+	namespaces map[string]string
 	// skipped names the signals the registration may not read.
 	skipped []string
 }
 
 // look asks c whether cert-manager's controller is active: its
-// leader-election Lease held and renewed within its duration at now, or a
-// Certificate's status written by one of its field managers after since.
+// leader-election Lease held and renewed within its duration at now
+// (cluster-wide), and in which namespaces a Certificate was written by a
+// field manager named like cert-manager's after since (per namespace).
 // A Forbidden read skips that signal; other errors are returned.
 func look(ctx context.Context, c client.Reader, leaseNamespace string, since, now time.Time) (activity, error) {
 	var a activity
@@ -52,7 +61,7 @@ func look(ctx context.Context, c client.Reader, leaseNamespace string, since, no
 		return a, fmt.Errorf("failed to get Lease %s/%s: %w", leaseNamespace, LeaseName, err)
 	default:
 		if held, msg := leaseHeld(lease, now); held {
-			return activity{active: true, message: msg}, nil
+			a.active, a.message = true, msg
 		}
 	}
 	list := &metav1.PartialObjectMetadataList{}
@@ -65,11 +74,16 @@ func look(ctx context.Context, c client.Reader, leaseNamespace string, since, no
 		return a, fmt.Errorf("failed to list Certificates: %w", err)
 	default:
 		for i := range list.Items {
-			if m, at, ok := certManagerWrite(list.Items[i].ManagedFields, since); ok {
-				a.active = true
-				a.message = fmt.Sprintf("Certificate %s/%s was written by cert-manager's field manager %q at %s",
-					list.Items[i].Namespace, list.Items[i].Name, m, at.UTC().Format(time.RFC3339))
-				return a, nil
+			it := &list.Items[i]
+			if _, seen := a.namespaces[it.Namespace]; seen {
+				continue
+			}
+			if m, at, ok := certManagerWrite(it.ManagedFields, since); ok {
+				if a.namespaces == nil {
+					a.namespaces = map[string]string{}
+				}
+				a.namespaces[it.Namespace] = fmt.Sprintf("Certificate %s/%s was written by a field manager named like cert-manager's (%q) at %s",
+					it.Namespace, it.Name, m, at.UTC().Format(time.RFC3339))
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,19 +150,28 @@ func TestLook(t *testing.T) {
 	quiet := fixture.Certificate("shop", "api", "ca")
 	fixture.WrittenBy(quiet, "cert-manager-certificates-issuing", now.Add(-time.Hour))
 	fixture.WrittenBy(quiet, "certhub", now)
+	// A tenant's kubectl --field-manager=cert-manager-certificates-issuing
+	// in its own namespace looks exactly like cert-manager's write.
+	spoofed := fixture.Certificate("tenant", "mine", "ca")
+	fixture.WrittenBy(spoofed, "cert-manager-certificates-issuing", now)
 	for name, tc := range map[string]struct {
 		objs    []client.Object
 		forbid  []string
 		active  bool
+		held    []string // namespaces whose status writes are held back
 		skipped int
 	}{
 		"nothing":                            {},
 		"the Lease held":                     {objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60)}, active: true},
 		"the Lease expired, nothing written": {objs: []client.Object{fixture.CertManagerLease("cm-1", now.Add(-2*time.Minute), 60), quiet}},
-		"the Lease released, a status written by cert-manager since": {
-			objs: []client.Object{fixture.CertManagerLease("", now, 60), quiet, written}, active: true},
-		"the Lease forbidden (namespaced registration), a write seen": {
-			objs: []client.Object{written}, forbid: []string{"Lease"}, active: true, skipped: 1},
+		"the Lease released, a status written by cert-manager since: its namespace only": {
+			objs: []client.Object{fixture.CertManagerLease("", now, 60), quiet, written}, held: []string{"shop"}},
+		"the Lease forbidden (namespaced registration), a write seen: its namespace only": {
+			objs: []client.Object{written}, forbid: []string{"Lease"}, held: []string{"shop"}, skipped: 1},
+		"a tenant writing as cert-manager never holds back the cluster": {
+			objs: []client.Object{fixture.CertManagerLease("", now, 60), spoofed, quiet}, held: []string{"tenant"}},
+		"the Lease held and a write seen": {
+			objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60), written}, active: true, held: []string{"shop"}},
 		"the Lease forbidden, Certificates forbidden": {
 			objs: []client.Object{fixture.CertManagerLease("cm-1", now, 60), written}, forbid: []string{"Lease", "Certificate"}, skipped: 2},
 	} {
@@ -176,6 +186,15 @@ func TestLook(t *testing.T) {
 			}
 			if a.Active() && a.Message() == "" {
 				t.Error("an active cert-manager must be explained")
+			}
+			held := a.Held()
+			if len(held) != len(tc.held) {
+				t.Errorf("held %v; want %v", held, tc.held)
+			}
+			for _, ns := range tc.held {
+				if !strings.Contains(held[ns], "named like cert-manager's") {
+					t.Errorf("namespace %s held %q; want it held, explained", ns, held[ns])
+				}
 			}
 		})
 	}

@@ -19,6 +19,9 @@ var (
 func (a activity) Active() bool      { return a.active }
 func (a activity) Skipped() []string { return a.skipped }
 func (a activity) Message() string   { return a.message }
+func (a activity) Held() map[string]string {
+	return a.namespaces
+}
 
 // WithClock makes the gate run on c.
 func WithClock(o Options, c clock.WithTicker) Options {

@@ -109,6 +109,9 @@ type state struct {
 	message  string
 	since    time.Time // of the current conflict answer
 	skipped  bool      // a skipped signal was logged
+	// held: namespaces where a field manager named like cert-manager's
+	// wrote a Certificate since the last look, with why (HoldsStatus).
+	held     map[string]string
 	plan     map[types.NamespacedName]Verdict
 	reported string // the report last written
 	writes   bool   // last Writes answer told to subscribers
@@ -179,6 +182,25 @@ func (g *Gate) Writes(name multicluster.ClusterName) bool {
 		g.poke()
 	}
 	return ok
+}
+
+// HoldsStatus says why the hub does not write Certificate status in
+// namespace of the cluster now ("" when it may): at the last look, a
+// Certificate there had been written by a field manager named like
+// cert-manager's since the look before. A tenant can write under any
+// field-manager name, so this signal never holds back another namespace,
+// nor the Secrets the hub writes; only cert-manager's leader-election
+// Lease holds back the cluster (Writes).
+func (g *Gate) HoldsStatus(name multicluster.ClusterName, namespace string) string {
+	if g.Mode(name) == ForceIssue {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.states[name]; st != nil {
+		return st.held[namespace]
+	}
+	return ""
 }
 
 // SignsRequests reports whether the hub may sign the cluster's
@@ -412,7 +434,21 @@ func (g *Gate) lookAt(ctx context.Context, log logr.Logger, name multicluster.Cl
 	st.looked, st.conflict, st.message = now, a.active, a.message
 	logSkipped := len(a.skipped) > 0 && !st.skipped
 	st.skipped = st.skipped || logSkipped
+	var newlyHeld []string
+	heldChanged := len(a.namespaces) != len(st.held)
+	for ns := range a.namespaces {
+		if _, ok := st.held[ns]; !ok {
+			newlyHeld, heldChanged = append(newlyHeld, a.namespaces[ns]), true
+		}
+	}
+	st.held = a.namespaces
 	g.mu.Unlock()
+	for _, why := range newlyHeld {
+		log.Info("holding back Certificate status writes in one namespace: a field manager named like cert-manager's wrote there", "why", why)
+	}
+	if heldChanged && !began {
+		g.notify(name) // held namespaces are written again, or held now
+	}
 	g.metrics.setConflict(name, a.active)
 	if logSkipped {
 		log.Info("cannot read every cert-manager signal with this registration; relying on the others", "skipped", a.skipped)

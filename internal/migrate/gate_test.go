@@ -431,3 +431,44 @@ func TestGateRequestFence(t *testing.T) {
 		})
 	}
 }
+
+// A tenant writing its own Certificate as "cert-manager-*" holds back
+// status writes in its namespace only, for as long as it keeps writing:
+// the cluster stays written (no ClusterConflict, no Event), every other
+// namespace's status too, and the hold ends one quiet look later.
+func TestGateFieldManagerHoldsItsNamespaceOnly(t *testing.T) {
+	spoofed := fixture.Certificate("tenant", "mine", "ca")
+	fixture.WrittenBy(spoofed, "cert-manager-certificates-issuing", now.Add(-time.Second))
+	b := newBed(t, map[string]string{"certhub.io/mode": "issue"}, spoofed)
+	ctx := context.Background()
+	b.gate.Pass(ctx)
+	if !b.gate.Writes("c1") || len(b.recorder.Events) != 0 {
+		t.Fatalf("writes %t, %d Events: a tenant's field-manager name stopped the cluster (%s)", b.gate.Writes("c1"), len(b.recorder.Events), b.gate.String("c1"))
+	}
+	if why := b.gate.HoldsStatus("c1", "tenant"); !strings.Contains(why, "Certificate tenant/mine") {
+		t.Errorf("HoldsStatus(tenant) = %q; want it held, naming the Certificate", why)
+	}
+	if why := b.gate.HoldsStatus("c1", "neighbour"); why != "" {
+		t.Errorf("HoldsStatus(neighbour) = %q; want nothing held", why)
+	}
+	heard := b.notifications()
+	b.clock.Step(time.Minute) // no write since the last look
+	b.gate.Pass(ctx)
+	if why := b.gate.HoldsStatus("c1", "tenant"); why != "" {
+		t.Errorf("a quiet look later, HoldsStatus(tenant) = %q; want released", why)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return b.notifications() > heard, nil
+	}); err != nil {
+		t.Error("subscribers were not told the namespace is written again")
+	}
+	b.setMode("force-issue")
+	fixture.WrittenBy(spoofed, "cert-manager-certificates-issuing", b.clock.Now())
+	if err := b.down.Update(ctx, spoofed); err != nil {
+		t.Fatal(err)
+	}
+	b.gate.Pass(ctx)
+	if why := b.gate.HoldsStatus("c1", "tenant"); why != "" {
+		t.Errorf("force-issue: HoldsStatus(tenant) = %q; want nothing held", why)
+	}
+}

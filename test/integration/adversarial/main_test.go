@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 3, Unregistered: 1, Binary: true,
 		Hub: func(o *hub.Options) {
 			o.IssuerRetryInterval = time.Second
+			// cert-manager is looked for every 2 s, so a tenant that writes
+			// as cert-manager is seen within a test's bound.
+			o.CertManagerCheckInterval = 2 * time.Second
 			tm := fleet.FastTimings
 			o.Shard.LeaseDuration, o.Shard.RenewDeadline, o.Shard.RetryPeriod, o.Shard.RenewInterval = tm.LeaseDuration, tm.RenewDeadline, tm.RetryPeriod, tm.RenewInterval
 		},

@@ -67,7 +67,7 @@ var flagGroups = []struct {
 	{"Inventory (Argo CD cluster Secrets)", []string{"cluster-secret-namespace", "cluster-selector", "kubeconfig-dir", "downstream-compression",
 		"request-timeout", "exec-plugin-allowlist", "allow-plain-http-clusters", "allow-link-local-clusters"}},
 	{"Sharding", []string{"shard-"}},
-	{"Certificates", []string{"issuer-retry-interval", "concurrent-workers", "concurrent-workers-per-cluster", "reconcile-timeout", "renewal-jitter",
+	{"Certificates", []string{"issuer-retry-interval", "concurrent-workers", "concurrent-workers-per-cluster", "reconcile-timeout", "renewal-jitter", "max-names-per-certificate",
 		"loop-max-issuances", "loop-window"}},
 	{"Issuance policy", []string{"default-policy"}},
 	{"Issuance budget", []string{"issuance-rate", "issuance-reserve", "max-budget-delay"}},

@@ -232,6 +232,10 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		return nil, reconcile.Result{}, r.refuseUndecodable(ctx, t, u, se)
 	}
 	t.crt = crt
+	if n := issuance.NamesOf(crt); n > r.opts.MaxNames {
+		return nil, reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidNames,
+			fmt.Sprintf("Invalid Certificate spec: %d names (SANs and literalSubject attributes) exceed the hub's limit of %d per certificate (--max-names-per-certificate)", n, r.opts.MaxNames))
+	}
 	if se := (*specError)(nil); errors.As(validateSpec(crt), &se) {
 		return nil, reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
 	}

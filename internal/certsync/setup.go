@@ -179,6 +179,12 @@ type Options struct {
 	// its renewal time it may spend waiting for the budget; past it, it is
 	// issued regardless. Defaults to DefaultMaxBudgetDelay.
 	MaxBudgetDelay float64
+	// MaxNames is how many names (SANs of every kind, and the attributes
+	// of a literalSubject) one Certificate may ask for; more is refused
+	// (InvalidNames) before anything else is done with it, so one tenant's
+	// 60,000-name Certificate costs the hub nothing on every reconcile.
+	// Defaults to issuance.DefaultMaxNames.
+	MaxNames int
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
 	// LoopMaxIssuances is how many times one generation of a Certificate may
@@ -226,6 +232,9 @@ func (o *Options) defaults() {
 	if o.LoopMaxIssuances == 0 {
 		o.LoopMaxIssuances = DefaultLoopMaxIssuances
 	}
+	if o.MaxNames == 0 {
+		o.MaxNames = issuance.DefaultMaxNames
+	}
 	if o.LoopWindow == 0 {
 		o.LoopWindow = DefaultLoopWindow
 	}
@@ -253,6 +262,9 @@ func (o Options) Validate() error {
 	}
 	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.MaxConcurrentReconcilesPerCluster < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
 		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, MaxConcurrentReconcilesPerCluster, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
+	}
+	if o.MaxNames < 0 {
+		return errors.New("certsync: MaxNames must not be negative")
 	}
 	if o.LoopMaxIssuances < 0 || o.LoopWindow < 0 || o.LoopBackoff < 0 || o.LoopMaxBackoff < 0 {
 		return errors.New("certsync: LoopMaxIssuances, LoopWindow, LoopBackoff and LoopMaxBackoff must not be negative")

@@ -10,6 +10,8 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+
+	"github.com/certhub/certhub/internal/issuance"
 )
 
 // Key sizes the hub signs: what cert-manager's own validation accepts for a
@@ -25,10 +27,13 @@ const (
 // template cert-manager's CA issuer would sign for it
 // (pki.CertificateTemplateFromCertificateRequest: duration, usages and
 // isCA from the request's spec, checked against the CSR), with the CSR.
-func checkCSR(cr *cmapi.CertificateRequest) (*x509.Certificate, *x509.CertificateRequest, error) {
+func checkCSR(cr *cmapi.CertificateRequest, maxNames int) (*x509.Certificate, *x509.CertificateRequest, error) {
 	csr, err := pki.DecodeX509CertificateRequestBytes(cr.Spec.Request)
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec.request does not hold a PEM CSR: %w", err)
+	}
+	if n := issuance.NamesOfCSR(csr); n > maxNames {
+		return nil, nil, fmt.Errorf("the CSR asks for %d names (SANs and subject attributes), more than the hub's limit of %d per certificate (--max-names-per-certificate)", n, maxNames)
 	}
 	if err := csr.CheckSignature(); err != nil {
 		return nil, nil, fmt.Errorf("the CSR's signature does not verify with its own public key: %w", err)

@@ -130,7 +130,7 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		rep.Pending(cr, nil, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
-	tmpl, csr, err := checkCSR(cr)
+	tmpl, csr, err := checkCSR(cr, r.opts.MaxNames)
 	if err != nil {
 		rep.Failed(cr, err, ReasonBadCSR, "The CSR cannot be signed")
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)

@@ -77,6 +77,10 @@ type Options struct {
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// MaxNames is how many names (SANs, subject attributes) one CSR may
+	// ask for; more is refused before the CSR is read further. Defaults
+	// to issuance.DefaultMaxNames.
+	MaxNames int
 	// Registerer receives certhub_certificaterequests_total. Defaults to
 	// controller-runtime's registry.
 	Registerer prometheus.Registerer
@@ -98,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.MaxNames <= 0 {
+		o.MaxNames = issuance.DefaultMaxNames
 	}
 	if o.Registerer == nil {
 		o.Registerer = metrics.Registry

@@ -15,6 +15,7 @@ import (
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -135,6 +136,11 @@ type Options struct {
 	// RenewalJitter renews earlier by up to this fraction of the renewal
 	// window, fixed per Certificate (0: cert-manager's renewal time).
 	RenewalJitter float64
+	// MaxNamesPerCertificate bounds the names (SANs, literalSubject or CSR
+	// subject attributes) one Certificate or CertificateRequest may ask
+	// for; more is refused before any other work. Defaults to
+	// issuance.DefaultMaxNames.
+	MaxNamesPerCertificate int
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
 	Workers, WorkersPerCluster int
@@ -198,6 +204,7 @@ func NewOptions() *Options {
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
+		MaxNamesPerCertificate:     issuance.DefaultMaxNames,
 		IssuanceReserve:            budget.DefaultReserve,
 		RotationSoak:               5 * time.Minute,
 		RotationPause:              5 * time.Minute,
@@ -285,6 +292,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
+	}
+	if o.MaxNamesPerCertificate < 1 {
+		errs = append(errs, fmt.Errorf("--max-names-per-certificate (%d) must be at least 1", o.MaxNamesPerCertificate))
 	}
 	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
 		errs = append(errs, fmt.Errorf("--renewal-jitter (%v) must be in [0, 1]", o.RenewalJitter))

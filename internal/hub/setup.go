@@ -266,7 +266,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
 		Revocation:     h.revoker,
-		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
+		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, MaxNames: o.MaxNamesPerCertificate, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
 		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
@@ -280,7 +280,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 // and budget as Certificates, written where the cluster's mode allows.
 func (h *Hub) setupCRSign(*rest.Config) error {
 	o := h.opts
-	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, IssuerRetryInterval: o.IssuerRetryInterval,
+	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, IssuerRetryInterval: o.IssuerRetryInterval, MaxNames: o.MaxNamesPerCertificate,
 		MaxConcurrentReconciles: o.Workers, Registerer: crmetrics.Registry}
 	if h.gate != nil {
 		opts.Fence, opts.Modes = h.gate.RequestFence(), h.gate

@@ -2,6 +2,7 @@ package issuance
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -202,5 +203,39 @@ func BenchmarkSign(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// NamesOf and NamesOfCSR count every name a request asks for, of every
+// kind, so the limit cannot be passed by spreading names over kinds.
+func TestNamesOf(t *testing.T) {
+	crt := &cmapi.Certificate{Spec: cmapi.CertificateSpec{CommonName: "a", DNSNames: []string{"a", "b"}, IPAddresses: []string{"10.0.0.1"},
+		URIs: []string{"spiffe://x/y"}, EmailAddresses: []string{"a@b.c"}, OtherNames: []cmapi.OtherName{{OID: "1.2.3.4", UTF8Value: "x"}},
+		PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}}}
+	if n := NamesOf(crt); n != 7 {
+		t.Errorf("NamesOf = %d, want 7", n)
+	}
+	csr, err := CertificateRequest(crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := pki.GenerateECPrivateKey(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, csr, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := NamesOfCSR(parsed); n != 7 { // CN + 6 SANs, the otherName among them
+		t.Errorf("NamesOfCSR = %d, want 7", n)
+	}
+	crt.Spec.LiteralSubject, crt.Spec.CommonName = "CN=a,O=b,DC=c", ""
+	if n := NamesOf(crt); n != 9 {
+		t.Errorf("NamesOf with a literalSubject = %d, want 9", n)
 	}
 }

@@ -2,7 +2,9 @@ package issuance
 
 import (
 	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
+	"strings"
 
 	apiutil "github.com/cert-manager/cert-manager/pkg/api/util"
 
@@ -46,3 +48,46 @@ func Template(crt *cmapi.Certificate) (*x509.Certificate, error) {
 		pki.CertificateTemplateValidateAndOverrideKeyUsages(keyUsage, extKeyUsage),
 	)
 }
+
+// DefaultMaxNames is the default limit on names per certificate (SANs of
+// every kind and literalSubject attributes): ten times the 100 Let's
+// Encrypt allows, above any certificate real clients use, and small enough
+// that judging one costs well under a millisecond.
+const DefaultMaxNames = 1000
+
+// NamesOf counts what crt asks to be named by: its SANs of every kind, its
+// common name, and the attributes of its literalSubject (counted by '=',
+// an upper bound), without parsing any of them.
+func NamesOf(crt *cmapi.Certificate) int {
+	s := &crt.Spec
+	n := len(s.DNSNames) + len(s.IPAddresses) + len(s.URIs) + len(s.EmailAddresses) + len(s.OtherNames)
+	if s.CommonName != "" {
+		n++
+	}
+	return n + strings.Count(s.LiteralSubject, "=")
+}
+
+// NamesOfCSR counts the names a CSR asks for, as NamesOf does: every SAN
+// of its SAN extension (otherNames too) and its subject's attributes.
+func NamesOfCSR(csr *x509.CertificateRequest) int {
+	n := len(csr.Subject.Names)
+	for _, ext := range csr.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		rest, err := asn1.Unmarshal(ext.Value, &seq)
+		if err != nil || len(rest) > 0 {
+			break // the CSR's parse refuses it later
+		}
+		for b := seq.Bytes; len(b) > 0; n++ {
+			var v asn1.RawValue
+			if b, err = asn1.Unmarshal(b, &v); err != nil {
+				break
+			}
+		}
+	}
+	return n
+}
+
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}

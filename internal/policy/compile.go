@@ -101,6 +101,7 @@ type compiled struct {
 	usages                       map[cmapi.KeyUsage]bool
 	ku                           x509.KeyUsage // usages as x509 bits, defaults included
 	eku                          []x509.ExtKeyUsage
+	otherEKU                     *valuesPattern // extended key usages cert-manager has no name for, by OID
 	minDuration, maxDuration     time.Duration
 	key                          *hubapi.PrivateKeyConstraints
 }
@@ -136,6 +137,7 @@ func (c *compiled) compile(s *hubapi.IssuancePolicySpec) error {
 		c.cn = &valuePattern{p: compilePattern(a.CommonName.Value), set: a.CommonName.Value != "", required: a.CommonName.Required}
 	}
 	c.dns, c.uris, c.emails, c.otherName = values(a.DNSNames), values(a.URIs), values(a.EmailAddresses), values(a.OtherNames)
+	c.otherEKU = values(a.OtherExtendedKeyUsages)
 	if a.IPAddresses != nil {
 		ips := &cidrs{required: a.IPAddresses.Required}
 		for _, v := range a.IPAddresses.Values {

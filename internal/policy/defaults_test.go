@@ -1,12 +1,14 @@
 package policy_test
 
 import (
+	"encoding/asn1"
 	"strings"
 	"testing"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -112,6 +114,37 @@ func TestClusterNamesThatAreNotLabels(t *testing.T) {
 		}
 		if why := policy.UnsafeClusterName(cluster); why == "" {
 			t.Errorf("UnsafeClusterName(%q) = \"\"", cluster)
+		}
+	}
+}
+
+// An extended key usage cert-manager has no name for (a CSR's smart-card
+// logon) is denied under default allow, and allowed only by a policy that
+// lists its OID.
+func TestUnknownExtendedKeyUsages(t *testing.T) {
+	c := crt("a", "web", fixture.WithNames("web.example.com", "web.example.com"))
+	tmpl, err := issuance.Template(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.UnknownExtKeyUsage = []asn1.ObjectIdentifier{{1, 3, 6, 1, 4, 1, 311, 20, 2, 2}}
+	allow, _ := policy.Compile(nil, policy.Allow)
+	if d := allow.Evaluate(policy.Request{Cluster: "east", Certificate: c, Template: tmpl}); d.Allowed || !strings.Contains(d.Message, "1.3.6.1.4.1.311.20.2.2 has no cert-manager name") {
+		t.Errorf("default allow: %+v; want denied naming the OID", d)
+	}
+	for _, tc := range []struct {
+		allowed []string
+		want    bool
+	}{{nil, false}, {[]string{"1.3.6.1.4.1.311.20.2.2"}, true}, {[]string{"1.3.6.1.4.1.311.*"}, true}, {[]string{"1.2.3.4"}, false}} {
+		p := fixture.Policy("smartcard", hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+			CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*")}})
+		if tc.allowed != nil {
+			p.Spec.Allowed.OtherExtendedKeyUsages = fixture.Values(tc.allowed...)
+		}
+		set, _ := policy.Compile([]hubapi.IssuancePolicy{p}, policy.Deny)
+		d := set.Evaluate(policy.Request{Cluster: "east", Certificate: c, Template: tmpl})
+		if d.Allowed != tc.want || !tc.want && !strings.Contains(d.Message, `extended key usage "1.3.6.1.4.1.311.20.2.2" is not allowed`) {
+			t.Errorf("policy allowing %v: %+v; want allowed %v", tc.allowed, d, tc.want)
 		}
 	}
 }

@@ -90,6 +90,9 @@ func (s *Set) Evaluate(r Request) Decision {
 		if f = newFacts(r); f.unknown != "" {
 			return Decision{Message: unselected + "; " + f.unknown}
 		}
+		if len(f.unknownEKU) > 0 { // a CSR's smart-card logon, say: nothing cert-manager would sign
+			return Decision{Message: fmt.Sprintf("%s; extended key usage %s has no cert-manager name: only an IssuancePolicy that lists it in allowed.otherExtendedKeyUsages allows it", unselected, f.unknownEKU[0])}
+		}
 		if f.isCA {
 			return Decision{Allowed: true, SelfSignedOnly: true,
 				Message: "no IssuancePolicy selects it; the default policy is allow, and allows a CA from a SelfSigned issuer only (it is chained to nothing the hub vouches for)",
@@ -259,7 +262,7 @@ func (p *compiled) check(f *facts, x vars, explain bool) string {
 			return v
 		}
 	}
-	if v := p.checkUsages(f, explain); v != "" {
+	if v := p.checkUsages(f, x, explain); v != "" {
 		return v
 	}
 	if p.maxDuration != 0 && f.duration > p.maxDuration {

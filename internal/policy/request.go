@@ -49,7 +49,7 @@ type facts struct {
 	isCA       bool
 	ku         x509.KeyUsage
 	eku        []x509.ExtKeyUsage
-	unknownEKU bool
+	unknownEKU []string // extended key usages cert-manager has no name for, as dotted OIDs
 	duration   time.Duration
 	algorithm  cmapi.PrivateKeyAlgorithm
 	size       int
@@ -73,7 +73,10 @@ func newFacts(r Request) *facts {
 		}
 	}
 	f := &facts{tmpl: tmpl, isCA: tmpl.BasicConstraintsValid && tmpl.IsCA, ku: tmpl.KeyUsage, eku: tmpl.ExtKeyUsage,
-		unknownEKU: len(tmpl.UnknownExtKeyUsage) > 0, duration: tmpl.NotAfter.Sub(tmpl.NotBefore)}
+		duration: tmpl.NotAfter.Sub(tmpl.NotBefore)}
+	for _, oid := range tmpl.UnknownExtKeyUsage {
+		f.unknownEKU = append(f.unknownEKU, oid.String())
+	}
 	f.readSubject(tmpl)
 	f.readSANs(tmpl)
 	f.algorithm, f.size = keyOf(tmpl, r.Certificate)

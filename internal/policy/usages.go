@@ -39,7 +39,7 @@ func (p *compiled) compileUsages() {
 }
 
 // checkUsages checks the template's key usage bits and extended key usages.
-func (p *compiled) checkUsages(f *facts, explain bool) string {
+func (p *compiled) checkUsages(f *facts, x vars, explain bool) string {
 	allowed := p.ku
 	if p.isCA && f.isCA { // the CA's cert sign bit comes with the CA, never on a leaf
 		allowed |= x509.KeyUsageCertSign
@@ -58,13 +58,7 @@ func (p *compiled) checkUsages(f *facts, explain bool) string {
 			return fmt.Sprintf("spec.usages %q is not allowed (allowed: %s)", extUsageName(e), usageList(p.usages))
 		}
 	}
-	if f.unknownEKU {
-		if !explain {
-			return denied
-		}
-		return "an extended key usage no policy field covers is not allowed"
-	}
-	return ""
+	return p.otherEKU.check("extended key usage", f.unknownEKU, x, explain)
 }
 
 // usageName is a cert-manager name of the lowest bit of ku.

@@ -122,6 +122,13 @@ type PolicyAllowed struct {
 	// none gets cert-manager's defaults, which are always allowed.
 	// +optional
 	Usages []cmapi.KeyUsage `json:"usages,omitempty"`
+	// OtherExtendedKeyUsages allows extended key usages cert-manager has no
+	// name for, which only a CSR can ask for (a downstream
+	// CertificateRequest): values are dotted OIDs, or patterns over them
+	// (e.g. "1.3.6.1.4.1.311.20.2.2" for smart-card logon). Without a policy
+	// that lists one, it is denied, under --default-policy=allow too.
+	// +optional
+	OtherExtendedKeyUsages *StringValues `json:"otherExtendedKeyUsages,omitempty"`
 }
 
 // StringValue allows one value matching Value (a pattern).

@@ -7,7 +7,9 @@ import (
 	"encoding/asn1"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmutil "github.com/cert-manager/cert-manager/pkg/util"
@@ -180,4 +182,57 @@ func sameExtKeyUsages(a, b []x509.ExtKeyUsage) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// caPowersDiffer says how a kept CA certificate's powers differ from those
+// today's policy signs it with (tmpl, constrained by the decision): path
+// length and every x509 name constraint. "" when they agree, or when
+// either is no CA (names, usages and isCA are the spec's and the policy's
+// to judge: certificateMismatches, Decision).
+func caPowersDiffer(cert, tmpl *x509.Certificate) string {
+	if !cert.IsCA || !tmpl.IsCA {
+		return ""
+	}
+	pathLen := func(c *x509.Certificate) string {
+		if c.MaxPathLen > 0 || c.MaxPathLen == 0 && c.MaxPathLenZero {
+			return fmt.Sprint(c.MaxPathLen)
+		}
+		return "unlimited"
+	}
+	var v []string
+	if a, b := pathLen(cert), pathLen(tmpl); a != b {
+		v = append(v, fmt.Sprintf("maxPathLen %s → %s", a, b))
+	}
+	ips := func(ns []*net.IPNet) []string {
+		out := make([]string, len(ns))
+		for i, n := range ns {
+			out[i] = n.String()
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what      string
+		kept, now []string
+	}{
+		{"permitted DNS", cert.PermittedDNSDomains, tmpl.PermittedDNSDomains}, {"excluded DNS", cert.ExcludedDNSDomains, tmpl.ExcludedDNSDomains},
+		{"permitted IP", ips(cert.PermittedIPRanges), ips(tmpl.PermittedIPRanges)}, {"excluded IP", ips(cert.ExcludedIPRanges), ips(tmpl.ExcludedIPRanges)},
+		{"permitted email", cert.PermittedEmailAddresses, tmpl.PermittedEmailAddresses}, {"excluded email", cert.ExcludedEmailAddresses, tmpl.ExcludedEmailAddresses},
+		{"permitted URI", cert.PermittedURIDomains, tmpl.PermittedURIDomains}, {"excluded URI", cert.ExcludedURIDomains, tmpl.ExcludedURIDomains},
+	} {
+		if !sameSet(c.kept, c.now) {
+			v = append(v, fmt.Sprintf("%s %q → %q", c.what, c.kept, c.now))
+		}
+	}
+	return strings.Join(v, ", ")
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

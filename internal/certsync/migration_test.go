@@ -24,6 +24,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/policy"
 )
 
 // fakeMigration is a cluster's mode and Writes answer, recording the plan.
@@ -323,5 +324,28 @@ func TestHeldNamespaceGetsNoStatusWrite(t *testing.T) {
 	}
 	if crt, _ := get("shop"); ready(crt) == nil || ready(crt).Status != cmmeta.ConditionTrue {
 		t.Errorf("shop: Ready %+v; want the neighbour's status written", ready(crt))
+	}
+}
+
+// A certificate cert-manager wrote, from the same CA, for a name today's
+// policy denies is never taken over: Ready=False/PolicyDenied, nothing
+// written, the Secret left as cert-manager wrote it — every time.
+func TestNoAdoptionOfWhatThePolicyDenies(t *testing.T) {
+	for i := range 20 {
+		crt := testCertificate()
+		crt.UID = types.UID("uid-web")
+		secret, current := certManagersSecret(t, crt, crt.Spec.IssuerRef)
+		h := newReconcilerHarness(t, nil, crt, secret, current)
+		h.issue.voucher = vouchingCA{same: true}
+		withPolicy(h).d = policy.Decision{Message: `denied by every IssuancePolicy that selects it (prod); prod: spec.dnsNames "web.example.com" is not allowed`}
+		before := h.secret("web-tls").ResourceVersion
+		h.reconcile("web")
+		c := ready(h.certificate("web"))
+		if c == nil || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, "Not taken over from cert-manager") {
+			t.Fatalf("try %d: Ready %+v; want PolicyDenied, not taken over", i, c)
+		}
+		if s := h.secret("web-tls"); s.ResourceVersion != before || s.Labels[hubapi.ManagedByLabel] == hubapi.ManagedByValue {
+			t.Fatalf("try %d: cert-manager's Secret was written (labels %v)", i, s.Labels)
+		}
 	}
 }

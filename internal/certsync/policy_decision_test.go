@@ -135,6 +135,41 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a kept sub-CA is re-issued when the policy now constrains it otherwise", func(t *testing.T) {
+		crt := testCertificate()
+		crt.Spec.IsCA, crt.Spec.CommonName, crt.Spec.DNSNames = true, "Team CA", nil // allowed before and after
+		h := newReconcilerHarness(t, nil, crt)
+		subCA := func(dns string, pathLen int) evaluator {
+			set, err := policy.Compile([]hubapi.IssuancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "sub-ca"}, Spec: hubapi.IssuancePolicySpec{Allowed: hubapi.PolicyAllowed{
+				CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: &hubapi.StringValues{Values: []string{dns}}, IsCA: true, MaxPathLen: &pathLen}}}}, policy.Deny)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return evaluator{set}
+		}
+		h.r.opts.Policy = subCA("*.example.com", 1)
+		h.reconcile("web")
+		first, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.reconcile("web") // the same policy: kept
+		if again, _ := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey]); again.SerialNumber.Cmp(first.SerialNumber) != 0 {
+			t.Fatal("re-issued under an unchanged policy")
+		}
+		h.r.opts.Policy = subCA("*.dev.example.com", 0) // narrowed
+		h.reconcile("web")
+		cert, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert.SerialNumber.Cmp(first.SerialNumber) == 0 || cert.MaxPathLen != 0 || !cert.MaxPathLenZero || !slices.Equal(cert.PermittedDNSDomains, []string{".dev.example.com"}) {
+			t.Fatalf("after narrowing: serial kept %v, maxPathLen %d, permitted DNS %v; want re-issued with the new powers", cert.SerialNumber.Cmp(first.SerialNumber) == 0, cert.MaxPathLen, cert.PermittedDNSDomains)
+		}
+		if diff := caPowersDiffer(first, cert); !strings.Contains(diff, "maxPathLen 1 → 0") || !strings.Contains(diff, `permitted DNS [".example.com"] → [".dev.example.com"]`) {
+			t.Errorf("the re-issue's reason says %q", diff)
+		}
+	})
 	t.Run("narrowed after issuance: flagged, not revoked; cleared when allowed again", func(t *testing.T) {
 		h := newReconcilerHarness(t, nil, testCertificate())
 		p := withPolicy(h)
@@ -202,12 +237,16 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 		mk("allowed-was-violating", "c.ok.example.com", "", true),
 		mk("denied", "d.bad.example.com", "", false),
 		mk("allowed-other-failure", "e.ok.example.com", "IssuerNotFound", false),
+		mk("ca", "f.ok.example.com", "", false), // a CA: its powers may have changed (below)
+	}
+	if err := unstructured.SetNestedField(items[len(items)-1].Object, true, "spec", "isCA"); err != nil {
+		t.Fatal(err)
 	}
 	f := newPolicyFeed(logr.Discard(), evaluator{set})
 	q := workqueue.NewTyped[mcreconcile.Request]()
 	defer q.ShutDown()
-	if n, queued := f.enqueue(q, "east", items, false); n != len(items) || queued != 3 {
-		t.Errorf("saw %d, queued %d; want %d and 3", n, queued, len(items))
+	if n, queued := f.enqueue(q, "east", items, false); n != len(items) || queued != 4 {
+		t.Errorf("saw %d, queued %d; want %d and 4", n, queued, len(items))
 	}
 	var got []string
 	for q.Len() > 0 {
@@ -215,7 +254,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 		got = append(got, r.Name)
 		q.Done(r)
 	}
-	if want := "allowed-was-denied,allowed-was-violating,denied"; strings.Join(slices.Sorted(slices.Values(got)), ",") != want {
+	if want := "allowed-was-denied,allowed-was-violating,ca,denied"; strings.Join(slices.Sorted(slices.Values(got)), ",") != want {
 		t.Errorf("queued %v, want %s", got, want)
 	}
 }

@@ -115,9 +115,13 @@ func (f *policyFeed) quiet(ctx context.Context) {
 }
 
 // stale reports whether crt's status may no longer match what the policies
-// decide now.
+// decide now. A CA is always looked at again: a policy that still allows
+// it may sign it with other powers now (path length, name constraints).
 func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate) bool {
 	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil && ready.Reason == ReasonPolicyDenied {
+		return true
+	}
+	if crt.Spec.IsCA {
 		return true
 	}
 	if apiutil.GetCertificateCondition(crt, ConditionPolicyViolation) != nil {

@@ -60,6 +60,10 @@ const (
 	// ReasonRevocation: a CertificateRevocation in the hub selects the
 	// issued certificate; a new one is issued before the old is revoked.
 	ReasonRevocation = "RevocationRequested"
+	// ReasonPolicyChanged (Issuing): the issuance policy now signs the
+	// certificate with other CA powers (path length, name constraints)
+	// than the kept one carries: it is re-issued under today's policy.
+	ReasonPolicyChanged = "PolicyChanged"
 
 	// Reasons the policy chain gives for (re)issuance; they appear in the
 	// Issuing condition and Events like cert-manager's trigger policies.

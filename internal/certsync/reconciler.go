@@ -141,6 +141,12 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		if decision.SelfSignedOnly { // a CA the default policy allows if self-signed: is the kept one?
 			decision = decision.ForIssuer(issuance.IsSelfSigned(d.state.cert))
 		}
+		if t.adopting && !decision.Allowed {
+			// cert-manager's certificate is judged as one the hub would sign
+			// today: a certificate the policy denies is never taken over
+			// (nothing is written; a policy change decides it again).
+			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Not taken over from cert-manager: denied by issuance policy: "+decision.Message)
+		}
 		if t.dry {
 			return r.planKeep(ctx, t, decision, d, in.now)
 		}

@@ -299,6 +299,12 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			}
 		}
 	}
+	if !reissue && st != nil && st.cert != nil && t.template != nil && t.decision.Allowed {
+		if diff := caPowersDiffer(st.cert, t.template); diff != "" {
+			reissue, reason = true, ReasonPolicyChanged
+			message = "Issuing certificate as the issuance policy now signs it with other CA powers: " + diff
+		}
+	}
 	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil && !renewalDisabled(crt) {
 		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
 		if t.advice.ok && !now.Before(t.advice.at) {

@@ -3,11 +3,15 @@ package policy
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/app"
@@ -98,4 +102,51 @@ func TestLiteralSubjectAttributesByTheirFields(t *testing.T) {
 		t.Errorf("issued subject %v: want the literalSubject's two DC and its UID", cert.Subject.Names)
 	}
 	denied(t, cp, evil, `(ldap); ldap: spec.literalSubject DC "evil" is not allowed (allowed: example, com)`)
+}
+
+// A kept sub-CA is held to today's policy: narrowing the policy that
+// allowed it (its names from *.example.com to *.dev.example.com, maxPathLen
+// 1 to 0) re-issues it with the new powers, while a leaf beside it is
+// left alone.
+func TestNarrowedPolicyReissuesAKeptSubCA(t *testing.T) {
+	const ns = "narrowed-sub-ca"
+	cp := bed.Downstreams[1]
+	one := 1
+	p := fixture.Policy("narrowed-sub-ca", hubapi.IssuancePolicySpec{Selector: hubapi.PolicySelector{Namespaces: onlyNamespace(ns)},
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*.example.com"), IsCA: true, MaxPathLen: &one}})
+	createPolicy(t, p)
+	subCA := create(t, cp, fixture.Certificate(ns, "team-ca", issuerName, fixture.WithNames("Team CA"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.IsCA = true })))
+	web := create(t, cp, fixture.Certificate(ns, "web", issuerName, fixture.WithNames("web.dev.example.com", "web.dev.example.com")))
+	crt := fixture.WaitReady(t, cp.Client, subCA)
+	before := leaf(t, fixture.GetSecret(t, cp.Client, crt))
+	leafBefore := leaf(t, fixture.GetSecret(t, cp.Client, fixture.WaitReady(t, cp.Client, web)))
+	if before.MaxPathLen != 1 || !slices.Equal(before.PermittedDNSDomains, []string{".example.com"}) {
+		t.Fatalf("sub-CA issued with maxPathLen %d, permitted DNS %v; want the policy's", before.MaxPathLen, before.PermittedDNSDomains)
+	}
+	obj := fixture.PolicyObject(p)
+	if err := bed.Hub.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	narrowed := fixture.PolicyObject(fixture.Policy(p.Name, hubapi.IssuancePolicySpec{Selector: p.Spec.Selector,
+		Allowed: hubapi.PolicyAllowed{CommonName: &hubapi.StringValue{Value: "*"}, DNSNames: fixture.Values("*.dev.example.com"), IsCA: true, MaxPathLen: &zero}}))
+	narrowed.SetResourceVersion(obj.GetResourceVersion())
+	if err := bed.Hub.Client.Update(context.Background(), narrowed); err != nil {
+		t.Fatal(err)
+	}
+	var after *x509.Certificate
+	fixture.WaitFor(t, cp.Client, subCA, "re-issued under the narrowed policy", func(c *cmapi.Certificate) bool {
+		s := &corev1.Secret{}
+		if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: c.Spec.SecretName}, s); err != nil {
+			return false
+		}
+		after = leaf(t, s)
+		return fixture.IsReady(c) && after.SerialNumber.Cmp(before.SerialNumber) != 0
+	})
+	if after.MaxPathLen != 0 || !after.MaxPathLenZero || !slices.Equal(after.PermittedDNSDomains, []string{".dev.example.com"}) {
+		t.Errorf("re-issued sub-CA: maxPathLen %d, permitted DNS %v; want 0 and .dev.example.com", after.MaxPathLen, after.PermittedDNSDomains)
+	}
+	if now := leaf(t, fixture.GetSecret(t, cp.Client, fixture.WaitReady(t, cp.Client, web))); now.SerialNumber.Cmp(leafBefore.SerialNumber) != 0 {
+		t.Error("the leaf beside it, still allowed as it is, was re-issued")
+	}
 }

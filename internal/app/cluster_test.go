@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/regcheck"
 )
 
 // runCerthub runs the command with args and stdin; it returns stdout+stderr.
@@ -93,7 +94,7 @@ stringData: {name: ` + cluster + `, server: "https://` + cluster + `.example.com
 	}
 	// -o json, for CI annotations.
 	out, err = validate("", "-o", "json", one)
-	var findings []inventory.Finding
+	var findings []regcheck.Finding
 	if err != nil || json.Unmarshal([]byte(out), &findings) != nil || len(findings) != 1 || findings[0].Line != 1 ||
 		findings[0].Severity != "ok" || findings[0].Cluster != "x" || findings[0].Server != "https://x.example.com" {
 		t.Fatalf("-o json: %v %+v\n%s", err, findings, out)

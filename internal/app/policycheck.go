@@ -19,6 +19,7 @@ import (
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/regcheck"
 )
 
 type policyCheckOptions struct {
@@ -145,7 +146,7 @@ func runPolicyCheck(ctx context.Context, stdin io.Reader, out io.Writer, args []
 // (other kinds are skipped), in namespace ns when they name none.
 func decodeCertificates(raw []byte, ns string) ([]*cmapi.Certificate, error) {
 	var out []*cmapi.Certificate
-	for _, doc := range inventory.SplitDocuments(raw) {
+	for _, doc := range regcheck.SplitDocuments(raw) {
 		if len(bytes.TrimSpace(doc.Raw)) == 0 {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/inventory"
+	"github.com/certhub/certhub/internal/regcheck"
 )
 
 type validateOptions struct {
@@ -76,7 +76,7 @@ func runValidate(cmd *cobra.Command, args []string, o validateOptions) error {
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("--output %q must be text or json", o.output)
 	}
-	opts := inventory.CheckOptions{Namespace: o.namespace}
+	opts := regcheck.CheckOptions{Namespace: o.namespace}
 	if o.selector != "" {
 		sel, err := labels.Parse(o.selector)
 		if err != nil {
@@ -84,10 +84,10 @@ func runValidate(cmd *cobra.Command, args []string, o validateOptions) error {
 		}
 		opts.Selector = sel
 	}
-	v := inventory.NewChecker(opts)
+	v := regcheck.NewChecker(opts)
 	for _, arg := range args {
 		if err := eachInput(cmd.InOrStdin(), arg, v.File); err != nil {
-			v.Add(inventory.Finding{File: arg, Severity: inventory.SeverityError, Message: err.Error()})
+			v.Add(regcheck.Finding{File: arg, Severity: regcheck.SeverityError, Message: err.Error()})
 		}
 	}
 	v.Finish(strings.Join(args, ","))

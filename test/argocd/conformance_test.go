@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// connection mirrors certhub's inventory.Connection JSON (internal/inventory
+// connection mirrors certhub's regcheck.Connection JSON (internal/regcheck
 // checks the mirror's fields against its own); certhub's output is
 // decoded with unknown fields refused, so a field certhub adds fails here
 // until the mirror (and the comparison) has it.
@@ -310,7 +310,7 @@ func TestCerthubReadsSecretsLikeArgoCD(t *testing.T) {
 // registrationsFile is the table `certhub cluster validate` is unit-tested
 // with (every form of Argo CD's declarative setup); here Argo CD converts the
 // same documents and certhub must agree wherever Argo CD accepts them.
-const registrationsFile = "../../internal/inventory/testdata/registrations/valid.yaml"
+const registrationsFile = "../../internal/regcheck/testdata/registrations/valid.yaml"
 
 // readRegistrations decodes the Secrets of file as the API server stores
 // them (stringData folded over data), keyed by namespace/name as certhub

@@ -1,4 +1,4 @@
-package inventory
+package regcheck
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // Severities of a Finding.
@@ -198,7 +200,7 @@ func (v *Checker) object(at Finding, obj map[string]any) {
 
 // marksCluster says whether labels mark an Argo CD cluster Secret.
 func marksCluster(l map[string]any) bool {
-	return l[SecretTypeLabel] == SecretTypeCluster
+	return l[inventory.SecretTypeLabel] == inventory.SecretTypeCluster
 }
 
 // secret validates a plain Secret as the API server decodes it and Argo CD reads it.
@@ -224,7 +226,7 @@ func (v *Checker) secret(at Finding, obj map[string]any) {
 	if v.namespaceAndName(at, s.Namespace, s.Name) {
 		return
 	}
-	c, err := ValidateSecret(s)
+	c, err := inventory.ValidateSecret(s)
 	if err != nil {
 		at.Severity, at.Message = SeverityError, err.Error()
 		v.add(at)

@@ -1,4 +1,4 @@
-package inventory
+package regcheck
 
 import (
 	"encoding/base64"
@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // argoSecretTypes are the values Argo CD gives its secret-type label
@@ -28,31 +30,31 @@ func nearMiss(obj map[string]any) string {
 	meta, _ := obj["metadata"].(map[string]any)
 	lbls, _ := meta["labels"].(map[string]any)
 	anns, _ := meta["annotations"].(map[string]any)
-	want := fmt.Sprintf("set the label %s: %s", SecretTypeLabel, SecretTypeCluster)
-	if v, ok := lbls[SecretTypeLabel]; ok {
+	want := fmt.Sprintf("set the label %s: %s", inventory.SecretTypeLabel, inventory.SecretTypeCluster)
+	if v, ok := lbls[inventory.SecretTypeLabel]; ok {
 		s, _ := v.(string)
 		if slices.Contains(argoSecretTypes, s) {
 			return "" // cluster is handled by the caller; the rest are repository Secrets
 		}
-		return fmt.Sprintf("label %s has the value %q, which Argo CD does not know: Argo CD and the hub ignore this Secret; %s", SecretTypeLabel, s, want)
+		return fmt.Sprintf("label %s has the value %q, which Argo CD does not know: Argo CD and the hub ignore this Secret; %s", inventory.SecretTypeLabel, s, want)
 	}
 	for k := range lbls {
 		if nearKey(k) {
-			return fmt.Sprintf("label %q is not Argo CD's %s: Argo CD and the hub ignore this Secret; %s", k, SecretTypeLabel, want)
+			return fmt.Sprintf("label %q is not Argo CD's %s: Argo CD and the hub ignore this Secret; %s", k, inventory.SecretTypeLabel, want)
 		}
 	}
 	for k := range anns {
-		if k == SecretTypeLabel || nearKey(k) {
+		if k == inventory.SecretTypeLabel || nearKey(k) {
 			return fmt.Sprintf("%q is set as an annotation, and Argo CD selects cluster Secrets by label: Argo CD and the hub ignore this Secret; %s (under metadata.labels)", k, want)
 		}
 	}
 	keys := registrationKeys(obj)
 	if u, err := url.Parse(keys["server"]); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" {
 		if _, named := keys["name"]; named {
-			return "holds name and server like a cluster registration, but has no label " + SecretTypeLabel + ": Argo CD and the hub ignore it; " + want
+			return "holds name and server like a cluster registration, but has no label " + inventory.SecretTypeLabel + ": Argo CD and the hub ignore it; " + want
 		}
 		if _, configured := keys["config"]; configured {
-			return "holds server and config like a cluster registration, but has no label " + SecretTypeLabel + ": Argo CD and the hub ignore it; " + want
+			return "holds server and config like a cluster registration, but has no label " + inventory.SecretTypeLabel + ": Argo CD and the hub ignore it; " + want
 		}
 	}
 	return ""
@@ -81,7 +83,7 @@ func registrationKeys(obj map[string]any) map[string]string {
 // nearKey reports whether k is close to Argo CD's secret-type label key:
 // equal once case and punctuation are dropped, or within 3 edits.
 func nearKey(k string) bool {
-	if k == SecretTypeLabel {
+	if k == inventory.SecretTypeLabel {
 		return false
 	}
 	norm := func(s string) string {
@@ -95,7 +97,7 @@ func nearKey(k string) bool {
 			return -1
 		}, s)
 	}
-	a, b := norm(k), norm(SecretTypeLabel)
+	a, b := norm(k), norm(inventory.SecretTypeLabel)
 	return a == b || editDistance(a, b) <= 3
 }
 

@@ -1,4 +1,4 @@
-package inventory
+package regcheck
 
 import (
 	"encoding/base64"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // containsEncrypted reports whether a data/stringData map holds SOPS values.
@@ -48,7 +50,7 @@ func (v *Checker) structureChecked(at Finding, keys map[string]string, lbls map[
 	switch missing := missingKeys(keys); {
 	case missing != "":
 		at.Severity, at.Message = SeverityError, missing
-	case keys["config"] == "" && keys["server"] != InClusterServer:
+	case keys["config"] == "" && keys["server"] != inventory.InClusterServer:
 		at.Severity, at.Message = SeverityWarning, what+"; no config: unless the server is the in-cluster one, the hub connects anonymously"+v.selection(stringMap(lbls))
 	default:
 		at.Severity, at.Message = SeverityOK, what+v.selection(stringMap(lbls))
@@ -166,7 +168,7 @@ func (v *Checker) externalSecret(at Finding, obj map[string]any) {
 		v.add(at)
 		return
 	}
-	var cc ClusterConfig
+	var cc inventory.ClusterConfig
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(rendered["config"], `"`+placeholder+`"`, `""`)), &cc); err != nil {
 		at.Severity, at.Message = SeverityError, "spec.target.template.data.config: not Argo CD's ClusterConfig: "+err.Error()
 		v.add(at)

@@ -1,4 +1,4 @@
-package inventory
+package regcheck
 
 import (
 	"net/http"
@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/certhub/certhub/internal/inventory"
 )
 
 // Connection is what a registration turns into, as `certhub cluster validate
@@ -49,7 +51,7 @@ type ExecConnection struct {
 func clusterLabels(l map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range l {
-		if k != SecretTypeLabel {
+		if k != inventory.SecretTypeLabel {
 			out[k] = v
 		}
 	}
@@ -60,7 +62,7 @@ func clusterLabels(l map[string]string) map[string]string {
 }
 
 // connectionOf is the Connection registration s (read from file) turns into.
-func connectionOf(file string, s *corev1.Secret, c *Cluster) Connection {
+func connectionOf(file string, s *corev1.Secret, c *inventory.Cluster) Connection {
 	cfg := c.Config
 	conn := Connection{File: file, Secret: s.Namespace + "/" + s.Name, Name: c.Name, Host: cfg.Host, Username: cfg.Username,
 		Password: cfg.Password, BearerToken: cfg.BearerToken, Insecure: cfg.Insecure, ServerName: cfg.ServerName,

@@ -74,7 +74,7 @@ test: test-unit test-argocd test-integration test-e2e ## Unit, Argo CD conforman
 CERTMANAGER_SHIM := github.com/cert-manager/cert-manager/pkg/controller/certificate-shim
 
 # The packages whose state machines the unit tests must cover on their own.
-UNIT_COVERAGE_PKGS := ./internal/shard ./internal/certsync ./internal/inventory ./internal/policy ./internal/budget
+UNIT_COVERAGE_PKGS := ./internal/shard ./internal/certsync ./internal/inventory ./internal/regcheck ./internal/fairqueue ./internal/policy ./internal/budget
 UNIT_COVERAGE_MIN := 70
 
 # Tools are pinned and built from the Go module proxy into a cache outside
@@ -88,7 +88,7 @@ $(PROMTOOL):
 	GOBIN=$(dir $@) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 .PHONY: test-unit
-test-unit: $(PROMTOOL) ## Unit tests (no API server), the alerts' rule tests (promtool), the Grafana dashboard's checks; prints unit coverage of shard, certsync, inventory, policy, budget (each must be >= 70%)
+test-unit: $(PROMTOOL) ## Unit tests (no API server), the alerts' rule tests (promtool), the Grafana dashboard's checks; prints unit coverage of shard, certsync, inventory, regcheck, fairqueue, policy, budget (each must be >= 70%)
 	@# Beside them, cert-manager's own certificate-shim tests on the module versions certhub links
 	@# (internal/shim runs that code; ~85 s, nearly all its test's waits, so it runs in parallel).
 	@log=$$(mktemp); $(GO) test $(GOTEST_FLAGS) $(CERTMANAGER_SHIM) > $$log 2>&1 & shim=$$!; \

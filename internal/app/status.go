@@ -26,6 +26,7 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/hub"
@@ -264,11 +265,11 @@ func inspectCluster(ctx context.Context, scheme *runtime.Scheme, c *inventory.Cl
 	cfg.Timeout = o.timeout
 	// Certificates unstructured, decoded one by one: one the typed API cannot
 	// decode must not hide the others.
-	list := certsync.NewCertificateList()
+	list := certspec.NewList()
 	dc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err == nil {
 		var parts []*unstructured.UnstructuredList
-		parts, err = listScoped(ctx, dc, c.Namespaces, certsync.NewCertificateList)
+		parts, err = listScoped(ctx, dc, c.Namespaces, certspec.NewList)
 		for _, p := range parts {
 			list.Items = append(list.Items, p.Items...)
 		}

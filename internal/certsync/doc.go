@@ -25,16 +25,18 @@
 //     cluster the manager engages, never the hub itself.
 //   - Every Secret written carries ManagedLabel and WriterAnnotation
 //     ("<replica>/<fence transition>"), plus cert-manager's annotations,
-//     label, additional output formats and keystores, so cert-manager tooling
+//     label, additional output formats and keystores (internal/outputs), so cert-manager tooling
 //     and workloads read it as if cert-manager wrote it.
 //   - The fence is asked before every downstream write, not only when the
 //     cluster is engaged.
 //   - Bad input (invalid spec, missing issuer, foreign Secret) ends as
 //     Ready=False with a reason from reasons.go and a Warning Event; nothing is
 //     written to the Secret.
-//   - An issued certificate is compared with its spec as cert-manager's
-//     issuing path compares a CertificateRequest (match.go): issuing never
-//     makes its own result look stale (FuzzIssuedCertificateStaysPut).
+//   - Certificates are read unstructured and decoded one by one, validated
+//     and compared with what was issued by internal/certspec (as
+//     cert-manager's webhook and issuing path would): issuing never makes
+//     its own result look stale (FuzzIssuedCertificateStaysPut).
+//   - The workers take clusters and namespaces in turn (internal/fairqueue).
 //   - One generation is issued at most LoopMaxIssuances times within
 //     LoopWindow unless a spec change, Secret deletion or manual trigger
 //     intervenes; then Ready=False/IssuanceLoopDetected and back-off.

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -199,7 +200,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 				crt.Spec.Usages = append(crt.Spec.Usages, u)
 			}
 		}
-		if validateSpec(crt) != nil {
+		if certspec.ValidateSpec(crt) != nil {
 			return
 		}
 		if _, err := issuance.Template(crt); err != nil {

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+
+	"github.com/certhub/certhub/internal/outputs"
 )
 
 // passwordError: a keystore password Secret or key is missing downstream.
@@ -26,8 +28,8 @@ func (e *passwordError) Error() string { return e.msg }
 // keystorePasswords resolves the keystore passwords: a literal, or a key of a
 // Secret in the Certificate's namespace (read live: it is the user's Secret,
 // not in the managed-Secret cache).
-func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (keystorePasswords, error) {
-	var pw keystorePasswords
+func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (outputs.Passwords, error) {
+	var pw outputs.Passwords
 	ks := t.crt.Spec.Keystores
 	if ks == nil {
 		return pw, nil
@@ -51,12 +53,12 @@ func (r *reconciler) keystorePasswords(ctx context.Context, t *target) (keystore
 	}
 	var err error
 	if ks.PKCS12 != nil && ks.PKCS12.Create {
-		if pw.pkcs12, err = get("PKCS12", ks.PKCS12.PasswordSecretRef, ks.PKCS12.Password); err != nil {
+		if pw.PKCS12, err = get("PKCS12", ks.PKCS12.PasswordSecretRef, ks.PKCS12.Password); err != nil {
 			return pw, err
 		}
 	}
 	if ks.JKS != nil && ks.JKS.Create {
-		if pw.jks, err = get("JKS", ks.JKS.PasswordSecretRef, ks.JKS.Password); err != nil {
+		if pw.JKS, err = get("JKS", ks.JKS.PasswordSecretRef, ks.JKS.Password); err != nil {
 			return pw, err
 		}
 	}
@@ -120,7 +122,7 @@ func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cma
 // Certificate: its Secret, the keystore passwords and the time.
 type gathered struct {
 	secret    *corev1.Secret
-	passwords keystorePasswords
+	passwords outputs.Passwords
 	now       time.Time
 }
 

@@ -27,6 +27,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -118,7 +119,7 @@ func newHarness(t *testing.T, funcs *interceptor.Funcs, indexed bool, objs ...cl
 		b = b.WithInterceptorFuncs(*funcs)
 	}
 	if indexed {
-		b = b.WithIndex(newCertificateObject(), secretNameField, secretNameOf)
+		b = b.WithIndex(certspec.NewObject(), certspec.SecretNameField, certspec.SecretNameOf)
 	}
 	h := &reconcilerHarness{t: t, c: b.Build(), rec: events.NewFakeRecorder(100), clk: clocktesting.NewFakeClock(time.Now()),
 		own: &ownership{owned: true}, issue: &fakeResolver{}}

@@ -17,15 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/outputs"
 )
 
 // repairSecret re-applies a Secret whose certificate is still good but whose
 // metadata or extra outputs no longer match the spec (secretTemplate,
 // additionalOutputFormats, keystores changed, or someone edited them), like
 // cert-manager's post-issuance policies: no new certificate is issued.
-func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secret, pw keystorePasswords) error {
+func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secret, pw outputs.Passwords) error {
 	d := secretData{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data[cmmeta.TLSCAKey],
 		issuances: s.Annotations[hubapi.IssuancesAnnotation]} // carried over: an apply without it would remove it
 	cert, err := pki.DecodeX509CertificateBytes(d.certPEM)
@@ -33,7 +35,7 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 		return nil // the trigger chain already judged the data; nothing to repair
 	}
 	d.cert = cert
-	extra, err := extraData(t.crt, pw, d.certPEM, d.keyPEM, d.caPEM)
+	extra, err := outputs.Extra(t.crt, pw, d.certPEM, d.keyPEM, d.caPEM)
 	if err != nil {
 		return err
 	}
@@ -50,7 +52,7 @@ func (r *reconciler) repairSecret(ctx context.Context, t *target, s *corev1.Secr
 	return r.applySecret(ctx, t, s, d)
 }
 
-func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (_ reconcile.Result, err error) {
+func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secret, st *secretState, pw outputs.Passwords, rec loopRecord) (_ reconcile.Result, err error) {
 	crt := t.crt
 	start := time.Now()
 	defer func() {
@@ -127,7 +129,7 @@ func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Er
 // the Certificate shows Issuing=True with the order's reason and the
 // reconcile returns at once, to be called again; a failed order is
 // Ready=False with the CA's error; an issued one is written like a signed one.
-func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw keystorePasswords, rec loopRecord) (reconcile.Result, error) {
+func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw outputs.Passwords, rec loopRecord) (reconcile.Result, error) {
 	crt := t.crt
 	res, err := o.Order(ctx, orderRequest(t, key, st))
 	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
@@ -155,7 +157,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
-	hash, err := requestHash(crt)
+	hash, err := certspec.RequestHash(crt)
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build the request from spec: %v", err))
 	}
@@ -164,7 +166,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 
 // write stores an issued certificate and its key in the Secret and marks
 // the Certificate Ready.
-func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secret, pw keystorePasswords, rec loopRecord, res issuance.Result, keyPEM []byte, requestHash string) (reconcile.Result, error) {
+func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secret, pw outputs.Passwords, rec loopRecord, res issuance.Result, keyPEM []byte, requestHash string) (reconcile.Result, error) {
 	crt := t.crt
 	cert, err := pki.DecodeX509CertificateBytes(res.ChainPEM)
 	if err != nil {
@@ -172,7 +174,7 @@ func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secr
 	}
 
 	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String(), requestHash: requestHash}
-	if d.extra, err = extraData(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
+	if d.extra, err = outputs.Extra(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
 	}
 	if err := r.applySecret(ctx, t, existing, d); err != nil {

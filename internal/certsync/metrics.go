@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/internal/certspec"
 )
 
 // Metric names mirror cert-manager's certmanager_certificate_* so dashboards
@@ -67,7 +69,7 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 // observe records the Certificate's status as written.
 func (m *syncMetrics) observe(cluster multicluster.ClusterName, crt *cmapi.Certificate) {
 	ref := crt.Spec.IssuerRef
-	rec := certRecord{issuerName: ref.Name, issuerKind: issuerKind(ref), issuerGroup: ref.Group, ready: cmmeta.ConditionUnknown}
+	rec := certRecord{issuerName: ref.Name, issuerKind: certspec.IssuerKind(ref), issuerGroup: ref.Group, ready: cmmeta.ConditionUnknown}
 	st := crt.Status
 	if st.NotAfter != nil {
 		rec.notAfter = st.NotAfter.Unix()

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
@@ -56,7 +57,7 @@ func migrationSource(m Migration, get func(context.Context, multicluster.Cluster
 		subscribe = m.Subscribe
 	}
 	return migrate.RequeueSource(subscribe, get, func() client.ObjectList {
-		list := NewCertificateList()
+		list := certspec.NewList()
 		return list
 	}, nil, log)
 }

@@ -11,22 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/certhub/certhub/internal/certspec"
 )
-
-// secretNameField indexes Certificates by spec.secretName (Options.Indexer).
-const secretNameField = "spec.secretName"
-
-// secretNameOf is the index's value of an unstructured Certificate.
-func secretNameOf(o client.Object) []string {
-	u, ok := o.(*unstructured.Unstructured)
-	if !ok {
-		return nil
-	}
-	if name, _, _ := unstructured.NestedString(u.Object, "spec", "secretName"); name != "" {
-		return []string{name}
-	}
-	return nil
-}
 
 // duplicateRequeue is how soon a Certificate that shares its secretName with
 // another, and does not own the Secret, is looked at again (cert-manager's
@@ -42,10 +29,10 @@ const duplicateRequeue = 3 * time.Minute
 // it, two such Certificates re-issue against each other for as long as they
 // exist, both Ready while the Secret holds one of them.
 func secretOwner(ctx context.Context, c client.Reader, indexed bool, crt *cmapi.Certificate, secret *corev1.Secret) (owner string, others []string, err error) {
-	list := NewCertificateList()
+	list := certspec.NewList()
 	opts := []client.ListOption{client.InNamespace(crt.Namespace)}
 	if indexed {
-		opts = append(opts, client.MatchingFields{secretNameField: crt.Spec.SecretName})
+		opts = append(opts, client.MatchingFields{certspec.SecretNameField: crt.Spec.SecretName})
 	}
 	if err := c.List(ctx, list, opts...); err != nil {
 		return "", nil, fmt.Errorf("failed to list Certificates in %s: %w", crt.Namespace, err)

@@ -25,6 +25,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -166,7 +167,7 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		if cert.SerialNumber.Cmp(first.SerialNumber) == 0 || cert.MaxPathLen != 0 || !cert.MaxPathLenZero || !slices.Equal(cert.PermittedDNSDomains, []string{".dev.example.com"}) {
 			t.Fatalf("after narrowing: serial kept %v, maxPathLen %d, permitted DNS %v; want re-issued with the new powers", cert.SerialNumber.Cmp(first.SerialNumber) == 0, cert.MaxPathLen, cert.PermittedDNSDomains)
 		}
-		if diff := caPowersDiffer(first, cert); !strings.Contains(diff, "maxPathLen 1 → 0") || !strings.Contains(diff, `permitted DNS [".example.com"] → [".dev.example.com"]`) {
+		if diff := certspec.CAPowersDiffer(first, cert); !strings.Contains(diff, "maxPathLen 1 → 0") || !strings.Contains(diff, `permitted DNS [".example.com"] → [".dev.example.com"]`) {
 			t.Errorf("the re-issue's reason says %q", diff)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
@@ -82,7 +83,7 @@ const propertyCluster, propertyNamespace = "east", "team"
 // CA-signed, and the first violation.
 func propertyCase(r *rand.Rand) (valid, allowed, ca int, err error) {
 	crt, err := gen.Certificate(propertyNamespace, gen.Spec(r, true))
-	if err != nil || certsync.ValidateSpecErr(crt) != nil {
+	if err != nil || certspec.ValidateSpec(crt) != nil {
 		return 0, 0, 0, nil
 	}
 	if r.IntN(5) == 0 { // a sub-CA asking for names a CA's constraints can hold

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/engaged"
 )
 
@@ -145,7 +146,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 	n, queued := 0, 0
 	all := f.all.Swap(false)
 	for name, cl := range clusters {
-		list := NewCertificateList()
+		list := certspec.NewList()
 		if err := cl.GetCache().List(ctx, list); err != nil {
 			f.log.Error(err, "failed to list Certificates after a policy change", "cluster", name)
 			continue
@@ -161,7 +162,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 func (f *policyFeed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured, all bool) (n, queued int) {
 	for i := range items {
 		n++
-		crt, err := decodeCertificate(&items[i])
+		crt, err := certspec.Decode(&items[i])
 		if err != nil {
 			continue // its own reconcile reports it
 		}

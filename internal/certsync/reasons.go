@@ -1,6 +1,10 @@
 package certsync
 
-import cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+import (
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+
+	"github.com/certhub/certhub/internal/certspec"
+)
 
 // Reasons used for both Certificate condition reasons and Event reasons.
 // The Ready/Issuing values mirror cert-manager's so tools keyed on them work.
@@ -11,27 +15,17 @@ const (
 	ReasonIssuing = "Issuing"
 	// ReasonIssued: a new certificate was written (Event).
 	ReasonIssued = "Issued"
-	// ReasonInvalidSpec: the Certificate spec cannot be turned into a certificate.
-	// The Invalid* reasons below narrow it down by field; the message lists every field error.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonInvalidNames: commonName, dnsNames, ipAddresses, uris, emailAddresses or otherNames (or none at all).
-	ReasonInvalidNames = "InvalidNames"
-	// ReasonInvalidSubject: subject / literalSubject.
-	ReasonInvalidSubject = "InvalidSubject"
-	// ReasonInvalidLifetime: duration, renewBefore, renewBeforePercentage, renewal.
-	ReasonInvalidLifetime = "InvalidLifetime"
-	// ReasonInvalidPrivateKey: privateKey algorithm, size, encoding or rotationPolicy.
-	ReasonInvalidPrivateKey = "InvalidPrivateKey"
-	// ReasonInvalidUsages: an unknown key usage.
-	ReasonInvalidUsages = "InvalidUsages"
-	// ReasonInvalidKeystores: keystores without (or with two) passwords, or an unknown profile.
-	ReasonInvalidKeystores = "InvalidKeystores"
-	// ReasonInvalidOutputFormats: an unknown additionalOutputFormats type.
-	ReasonInvalidOutputFormats = "InvalidOutputFormats"
-	// ReasonInvalidSecretName: secretName, or secretTemplate trying to set cert-manager.io annotations.
-	ReasonInvalidSecretName = "InvalidSecretName"
-	// ReasonInvalidIssuerRef: issuerRef without a name.
-	ReasonInvalidIssuerRef = "InvalidIssuerRef"
+	// The spec reasons are certspec's (the validation that decides them).
+	ReasonInvalidSpec          = certspec.ReasonInvalidSpec
+	ReasonInvalidNames         = certspec.ReasonInvalidNames
+	ReasonInvalidSubject       = certspec.ReasonInvalidSubject
+	ReasonInvalidLifetime      = certspec.ReasonInvalidLifetime
+	ReasonInvalidPrivateKey    = certspec.ReasonInvalidPrivateKey
+	ReasonInvalidUsages        = certspec.ReasonInvalidUsages
+	ReasonInvalidKeystores     = certspec.ReasonInvalidKeystores
+	ReasonInvalidOutputFormats = certspec.ReasonInvalidOutputFormats
+	ReasonInvalidSecretName    = certspec.ReasonInvalidSecretName
+	ReasonInvalidIssuerRef     = certspec.ReasonInvalidIssuerRef
 	// ReasonKeystorePasswordNotFound: the keystore password Secret or key does not exist downstream.
 	ReasonKeystorePasswordNotFound = "KeystorePasswordSecretNotFound"
 	// ReasonSecretNotOwned: the target Secret exists and was not written by certhub.

@@ -21,6 +21,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
@@ -200,7 +201,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 	if err != nil {
 		return nil, reconcile.Result{}, fmt.Errorf("failed to get cluster %q: %w", req.ClusterName, err)
 	}
-	u := newCertificateObject()
+	u := certspec.NewObject()
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
@@ -233,8 +234,8 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		// and the hub writes nothing on it, valid or not.
 		return nil, reconcile.Result{}, nil
 	}
-	crt, err := decodeCertificate(u)
-	if se := (*specError)(nil); errors.As(err, &se) {
+	crt, err := certspec.Decode(u)
+	if se := (*certspec.Error)(nil); errors.As(err, &se) {
 		return nil, reconcile.Result{}, r.refuseUndecodable(ctx, t, u, se)
 	}
 	t.crt = crt
@@ -242,8 +243,8 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		return nil, reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidNames,
 			fmt.Sprintf("Invalid Certificate spec: %d names (SANs and literalSubject attributes) exceed the hub's limit of %d per certificate (--max-names-per-certificate)", n, r.opts.MaxNames))
 	}
-	if se := (*specError)(nil); errors.As(validateSpec(crt), &se) {
-		return nil, reconcile.Result{}, r.setNotReady(ctx, t, se.reason, "Invalid Certificate spec: "+se.Error())
+	if se := (*certspec.Error)(nil); errors.As(certspec.ValidateSpec(crt), &se) {
+		return nil, reconcile.Result{}, r.setNotReady(ctx, t, se.Reason, "Invalid Certificate spec: "+se.Error())
 	}
 	if ie := issuance.ExternalGroup(crt.Spec.IssuerRef); ie != nil {
 		// Valid for cert-manager's webhook, but no issuer of the hub can sign
@@ -314,7 +315,7 @@ func budgetLane(reason string, st *secretState, now time.Time) budget.Lane {
 
 func (r *reconciler) budgetDue(crt *cmapi.Certificate, st *secretState) time.Time {
 	if st != nil && st.cert != nil {
-		if rt, err := renewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && rt != nil && st.cert.NotAfter.After(rt.Time) {
+		if rt, err := certspec.RenewalTime(crt, st.cert, r.opts.RenewalJitter); err == nil && rt != nil && st.cert.NotAfter.After(rt.Time) {
 			rest := st.cert.NotAfter.Sub(rt.Time)
 			return rt.Add(time.Duration(r.opts.MaxBudgetDelay * float64(rest)))
 		}

@@ -13,13 +13,15 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+
+	"github.com/certhub/certhub/internal/certspec"
 )
 
 // secretData is what an issuance produced.
 type secretData struct {
 	certPEM, keyPEM, caPEM []byte
 	cert                   *x509.Certificate
-	// extra holds additionalOutputFormats and keystore keys (extraData).
+	// extra holds additionalOutputFormats and keystore keys (outputs.Extra).
 	extra map[string][]byte
 	// issuances is the loop guard's IssuancesAnnotation value; "" omits it.
 	issuances string
@@ -52,7 +54,7 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	ref := crt.Spec.IssuerRef
 	annotations[cmapi.CertificateNameKey] = crt.Name
 	annotations[cmapi.IssuerNameAnnotationKey] = ref.Name
-	annotations[cmapi.IssuerKindAnnotationKey] = issuerKind(ref)
+	annotations[cmapi.IssuerKindAnnotationKey] = certspec.IssuerKind(ref)
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
 	if writer != "" {
 		annotations[hubapi.WrittenByAnnotation] = writer

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +29,8 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certspec"
+	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -277,7 +278,7 @@ func (o Options) Validate() error {
 // CacheOptions): started before a cluster is engaged, they keep a standby
 // replica's cache warm.
 func Informers() []client.Object {
-	return []client.Object{newCertificateObject(), &corev1.Secret{}}
+	return []client.Object{certspec.NewObject(), &corev1.Secret{}}
 }
 
 // CacheOptions makes a downstream cluster cache only the Secrets certhub
@@ -315,8 +316,8 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
 	}
 	if opts.Indexer != nil {
-		if err := opts.Indexer.IndexField(context.Background(), newCertificateObject(), secretNameField, secretNameOf); err != nil {
-			return fmt.Errorf("failed to index Certificates by %s: %w", secretNameField, err)
+		if err := opts.Indexer.IndexField(context.Background(), certspec.NewObject(), certspec.SecretNameField, certspec.SecretNameOf); err != nil {
+			return fmt.Errorf("failed to index Certificates by %s: %w", certspec.SecretNameField, err)
 		}
 	}
 	r := newReconciler(opts, m, mgr.GetCluster)
@@ -335,15 +336,15 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
-		For(newCertificateObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
+		For(certspec.NewObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
 		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation
 		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)).        // a cluster's mode or conflict changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
-			NewQueue:    newFairQueue(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers (fairqueue.go)
-			RateLimiter: retryBackoff()}).
+			NewQueue:    fairqueue.New(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers (fairqueue.go)
+			RateLimiter: fairqueue.RetryBackoff()}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base
@@ -351,18 +352,6 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			return base.WithValues("cluster", req.ClusterName, "namespace", req.Namespace, "name", req.Name)
 		}).
 		Complete(fence.RetryPaused(opts.Fence, r)) // a late fence renewal: what ran meanwhile is tried again
-}
-
-// retryBackoff is how long a Certificate whose reconcile failed waits
-// before the next try: 5 ms doubling per failure, at most 30 s —
-// cert-manager's ceiling for Certificates (DefaultCertificateRateLimiter).
-// controller-runtime's default waits up to 1,000 s, and its token bucket
-// (10 retries a second, burst 100) is shared by every cluster: one
-// cluster's failures would delay every other cluster's retries, and an API
-// server that times out for a while leaves its Certificates waiting
-// minutes after it recovered.
-func retryBackoff() workqueue.TypedRateLimiter[mcreconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](5*time.Millisecond, 30*time.Second)
 }
 
 // revocationWaker is r as a Waker; nil when r is.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/migrate"
 )
 
@@ -61,25 +62,25 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 // refuseUndecodable records Ready=False (and a Warning Event, when that is
 // news) on a Certificate that does not decode, with a merge patch of its
 // status; nothing else is written for it.
-func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstructured.Unstructured, se *specError) error {
+func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstructured.Unstructured, se *certspec.Error) error {
 	msg := "Invalid Certificate spec: " + se.Error()
 	if t.dry {
 		if r.opts.Migration != nil {
-			r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: u.GetNamespace(), Name: u.GetName(), Action: migrate.ActionRefuse, Reason: se.reason, Message: msg})
+			r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: u.GetNamespace(), Name: u.GetName(), Action: migrate.ActionRefuse, Reason: se.Reason, Message: msg})
 		}
 		return nil
 	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == string(cmapi.CertificateConditionReady) &&
-			m["status"] == "False" && m["reason"] == se.reason && m["message"] == msg {
+			m["status"] == "False" && m["reason"] == se.Reason && m["message"] == msg {
 			return nil // already said
 		}
 	}
 	if r.statusHeld(ctx, t, u.GetNamespace()) {
 		return nil
 	}
-	body, err := undecodableStatus(u.GetGeneration(), se.reason, msg, r.opts.clock.Now())
+	body, err := certspec.UndecodableStatus(u.GetGeneration(), se.Reason, msg, r.opts.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -88,8 +89,8 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 		return nil // not ours to write any more
 	}
 	defer cancel()
-	r.eventf(t, u, corev1.EventTypeWarning, se.reason, "%s", msg)
-	logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", se.reason, "message", msg)
+	r.eventf(t, u, corev1.EventTypeWarning, se.Reason, "%s", msg)
+	logr.FromContextOrDiscard(ctx).Info("certificate not ready", "reason", se.Reason, "message", msg)
 	if err := t.cl.GetClient().Status().Patch(wctx, u, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("failed to update status of Certificate %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
@@ -100,7 +101,7 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 // certificate's validity and renewal time, revision+revisionDelta, and clears
 // Issuing and failure fields. It requeues at the renewal time.
 func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certificate, revisionDelta int) (reconcile.Result, error) {
-	rt, err := renewalTime(t.crt, cert, r.opts.RenewalJitter)
+	rt, err := certspec.RenewalTime(t.crt, cert, r.opts.RenewalJitter)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("failed to compute renewal time: %w", err)
 	}
@@ -216,7 +217,7 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 // after 2s; the worst case is that refused update.
 func awaitCache(ctx context.Context, c client.Reader, key client.ObjectKey, replaced string) {
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		cur := newCertificateObject()
+		cur := certspec.NewObject()
 		if err := c.Get(ctx, key, cur); err != nil {
 			return true, nil // gone, or the cache cannot answer: nothing to wait for
 		}

@@ -12,14 +12,13 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	"github.com/cespare/xxhash/v2"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -148,7 +147,7 @@ func secretKeyMatchesCert(_ input, st *secretState) (string, string, bool) {
 func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bool) {
 	ref := in.crt.Spec.IssuerRef
 	a := in.secret.Annotations
-	named := a[cmapi.IssuerNameAnnotationKey] == ref.Name && a[cmapi.IssuerKindAnnotationKey] == issuerKind(ref) &&
+	named := a[cmapi.IssuerNameAnnotationKey] == ref.Name && a[cmapi.IssuerKindAnnotationKey] == certspec.IssuerKind(ref) &&
 		a[cmapi.IssuerGroupAnnotationKey] == ref.Group
 	if in.adopting && in.sameIssuer != nil {
 		// A Secret taken over from cert-manager keeps its certificate when
@@ -157,7 +156,7 @@ func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bo
 		// names; never when it is another CA, even of the same name.
 		if same, known := in.sameIssuer(st.cert); known {
 			if !same {
-				return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as the Secret cert-manager wrote was signed by another CA than %s %q", issuerKind(ref), ref.Name), true
+				return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as the Secret cert-manager wrote was signed by another CA than %s %q", certspec.IssuerKind(ref), ref.Name), true
 			}
 			named = true
 		}
@@ -179,9 +178,9 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 }
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
-	v := certificateMismatches(st.cert, in.crt.Spec)
+	v := certspec.Mismatches(st.cert, in.crt.Spec)
 	if h, ok := in.secret.Annotations[hubapi.RequestHashAnnotation]; ok {
-		v = requestMismatches(st.cert, in.crt, h)
+		v = certspec.RequestMismatches(st.cert, in.crt, h)
 	}
 	if len(v) > 0 {
 		return ReasonIncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
@@ -190,47 +189,17 @@ func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 }
 
 func currentCertificateNearingExpiry(in input, st *secretState) (string, string, bool) {
-	if renewalDisabled(in.crt) {
+	if certspec.RenewalDisabled(in.crt) {
 		return "", "", false // cert-manager 1.21: renewal.policy Disabled renews never, expired or not (a manual trigger still issues)
 	}
 	if !in.now.Before(st.cert.NotAfter) {
 		return ReasonExpired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
 	}
-	rt, err := renewalTime(in.crt, st.cert, in.jitter)
+	rt, err := certspec.RenewalTime(in.crt, st.cert, in.jitter)
 	if err == nil && rt != nil && !in.now.Before(rt.Time) {
 		return ReasonRenewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
 	}
 	return "", "", false
-}
-
-// renewalDisabled reports whether crt asks never to be renewed
-// (spec.renewal.policy Disabled).
-func renewalDisabled(crt *cmapi.Certificate) bool {
-	return crt.Spec.Renewal != nil && crt.Spec.Renewal.Policy == cmapi.CertificateRenewalPolicyDisabled
-}
-
-// renewalTime is when cert should be renewed, by cert-manager's rules; nil
-// when its renewal is disabled.
-func renewalTime(crt *cmapi.Certificate, cert *x509.Certificate, jitter float64) (*metav1.Time, error) {
-	rt, err := pki.RenewalTime(cert.NotBefore, cert.NotAfter, crt.Spec.RenewBefore, crt.Spec.RenewBeforePercentage, crt.Spec.Renewal)
-	if err != nil || jitter <= 0 || rt == nil || !cert.NotAfter.After(rt.Time) {
-		return rt, err
-	}
-	// Earlier by up to jitter × the renewal window (renewal time → notAfter),
-	// by a fraction fixed per Certificate (its UID), so Certificates issued
-	// together renew spread out, never later than cert-manager would, and
-	// every reconcile computes the same time.
-	u := float64(xxhash.Sum64String(string(crt.UID))>>11) / (1 << 53)
-	early := time.Duration(u * jitter * float64(cert.NotAfter.Sub(rt.Time)))
-	return &metav1.Time{Time: rt.Add(-early).Truncate(time.Second)}, nil
-}
-
-// issuerKind is the kind cert-manager records for ref (default Issuer).
-func issuerKind(ref cmmeta.IssuerReference) string {
-	if ref.Kind == "" {
-		return cmapi.IssuerKind
-	}
-	return ref.Kind
 }
 
 // decision is whether to issue now, and why.
@@ -300,12 +269,12 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 		}
 	}
 	if !reissue && st != nil && st.cert != nil && t.template != nil && t.decision.Allowed {
-		if diff := caPowersDiffer(st.cert, t.template); diff != "" {
+		if diff := certspec.CAPowersDiffer(st.cert, t.template); diff != "" {
 			reissue, reason = true, ReasonPolicyChanged
 			message = "Issuing certificate as the issuance policy now signs it with other CA powers: " + diff
 		}
 	}
-	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil && !renewalDisabled(crt) {
+	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil && !certspec.RenewalDisabled(crt) {
 		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
 		if t.advice.ok && !now.Before(t.advice.at) {
 			reissue, reason = true, ReasonRenewing

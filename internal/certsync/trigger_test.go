@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -47,7 +48,7 @@ func mustRequestHash(t *testing.T, mutate func(*cmapi.Certificate)) string {
 	if mutate != nil {
 		mutate(c)
 	}
-	h, err := requestHash(c)
+	h, err := certspec.RequestHash(c)
 	if err != nil {
 		t.Fatal(err)
 	}

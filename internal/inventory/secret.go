@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,6 +165,11 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 	}
 	name := string(s.Data[keyName])
 	var warnings []string
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		// No real name holds one, and the hub's work queue uses a NUL-named
+		// sentinel cluster (internal/fairqueue).
+		return nil, &FieldError{Field: keyName, Reason: fmt.Sprintf("%q must not contain control characters", name)}
+	}
 	if name == "" {
 		name = server // Argo CD's CLI falls back to the server URL
 	} else if why := policy.UnsafeClusterName(name); why != "" {

@@ -58,6 +58,7 @@ func TestParseSecret(t *testing.T) {
 			wantName: "mycluster.example.com", wantHost: "https://a", wantWarning: `name "mycluster.example.com" is not a DNS label`},
 		{name: "an upper-case name", secret: clusterSecret(map[string]string{"name": "Prod-EU", "server": "https://a", "config": good}),
 			wantName: "Prod-EU", wantHost: "https://a", wantWarning: "no IssuancePolicy pattern with {{cluster}} matches it"},
+		{name: "a name with a control character", secret: clusterSecret(map[string]string{"name": "\x00wake", "server": "https://a", "config": good}), wantField: "name"},
 		{name: "a wildcard name", secret: clusterSecret(map[string]string{"name": "*", "server": "https://a", "config": good}),
 			wantName: "*", wantHost: "https://a", wantWarning: `name "*" is not a DNS label`},
 		{name: "context-style names are fine", secret: clusterSecret(map[string]string{"name": "arn:aws:eks:eu-west-1:1:cluster/prod_1", "server": "https://a", "config": good}),

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/trust"
@@ -65,7 +66,7 @@ func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next st
 			continue // unreachable: holds no wave, rotated when back
 		}
 		p := progress{Published: r.opts.BundleName == "" || r.opts.Scoped(name) || r.bundleHolds(bundles, iss, labels, want)}
-		list := certsync.NewCertificateList()
+		list := certspec.NewList()
 		if err := cl.GetClient().List(ctx, list); err != nil {
 			continue
 		}

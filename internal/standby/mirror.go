@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/hubreport"
 )
@@ -50,7 +50,7 @@ func (p *Pairs) sync(ctx context.Context, standby, primary multicluster.ClusterN
 	}
 	st.SourceAt = src.At
 	c := cl.GetClient()
-	list := certsync.NewCertificateList()
+	list := certspec.NewList()
 	if err := c.List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list the Certificates of standby %s: %w", standby, err)
 	}

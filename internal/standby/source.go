@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/hubreport"
 )
 
@@ -63,7 +63,7 @@ func entryOf(ctx context.Context, c client.Reader, u *unstructured.Unstructured)
 // writeSource writes primary's Certificates to its source ConfigMap, when
 // they changed since this replica last wrote it.
 func (p *Pairs) writeSource(ctx context.Context, primary multicluster.ClusterName, cl cluster.Cluster, stamp string) error {
-	list := certsync.NewCertificateList()
+	list := certspec.NewList()
 	if err := cl.GetClient().List(ctx, list); err != nil {
 		return fmt.Errorf("failed to list the Certificates of primary %s: %w", primary, err)
 	}

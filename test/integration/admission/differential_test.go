@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/gen"
 )
@@ -20,7 +20,7 @@ import (
 // One answer for one spec: over generated Certificate specs (the policy
 // property test's generator, every field free to be wrong), the downstream
 // ValidatingAdmissionPolicy's verdict on a real API server and the hub's own
-// (certsync.Validate) agree. Specs the CRD schema refuses (the control
+// (certspec.Validate) agree. Specs the CRD schema refuses (the control
 // server, which has no policy, refuses them too) never reach the hub and
 // are not compared.
 func TestPolicyAndHubAgree(t *testing.T) {
@@ -44,7 +44,7 @@ func TestPolicyAndHubAgree(t *testing.T) {
 			}
 			compared++
 			celErr := guarded.Client.Create(ctx, u.DeepCopy(), client.DryRunAll)
-			hubErr := certsync.Validate(u.DeepCopy())
+			hubErr := certspec.Validate(u.DeepCopy())
 			if celErr != nil {
 				refused++
 			}

@@ -1,9 +1,15 @@
-package certsync
+// Package fairqueue is the work queue of the per-cluster reconcilers: the
+// shared workers take requests cluster by cluster, in turn, and within a
+// cluster namespace by namespace, each cluster in at most a bounded number
+// of workers at once (New). It replaces only the storage of client-go's
+// workqueue; de-duplication, delays and rate limiting stay client-go's.
+package fairqueue
 
 import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -34,12 +40,13 @@ import (
 
 // wakeCluster names the sentinel requests that wake a waiting worker when a
 // cluster at its cap frees a worker (client-go signals only on Add). No
-// cluster can be named so: cluster names are DNS labels.
+// cluster can be named so: the inventory refuses names with control
+// characters.
 const wakeCluster multicluster.ClusterName = "\x00wake"
 
-// newFairQueue returns the controller's NewQueue: clusters take turns, each
-// in at most perCluster workers at once (0: no bound).
-func newFairQueue(perCluster int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+// New returns a controller's NewQueue: clusters take turns, each in at
+// most perCluster workers at once (0: no bound).
+func New(perCluster int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 	return func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 		rr := &roundRobin{byCluster: map[multicluster.ClusterName]*namespaces{}, busy: map[multicluster.ClusterName]int{}, perCluster: perCluster}
 		q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[mcreconcile.Request]{Name: name, Queue: rr})
@@ -202,4 +209,16 @@ func (q *roundRobin) release(c multicluster.ClusterName) bool {
 	}
 	q.blocked -= left
 	return left > 0
+}
+
+// RetryBackoff is how long a request (a Certificate) whose reconcile failed waits
+// before the next try: 5 ms doubling per failure, at most 30 s —
+// cert-manager's ceiling for Certificates (DefaultCertificateRateLimiter).
+// controller-runtime's default waits up to 1,000 s, and its token bucket
+// (10 retries a second, burst 100) is shared by every cluster: one
+// cluster's failures would delay every other cluster's retries, and an API
+// server that times out for a while leaves its Certificates waiting
+// minutes after it recovered.
+func RetryBackoff() workqueue.TypedRateLimiter[mcreconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[mcreconcile.Request](5*time.Millisecond, 30*time.Second)
 }

@@ -1,4 +1,4 @@
-package certsync
+package certspec
 
 import (
 	"fmt"
@@ -13,10 +13,38 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+)
+
+// Reasons used for both Certificate condition reasons and Event reasons,
+// by the field that is invalid.
+const (
+	// ReasonInvalidSpec: the Certificate spec cannot be turned into a certificate.
+	// The Invalid* reasons below narrow it down by field; the message lists every field error.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidNames: commonName, dnsNames, ipAddresses, uris, emailAddresses or otherNames (or none at all).
+	ReasonInvalidNames = "InvalidNames"
+	// ReasonInvalidSubject: subject / literalSubject.
+	ReasonInvalidSubject = "InvalidSubject"
+	// ReasonInvalidLifetime: duration, renewBefore, renewBeforePercentage, renewal.
+	ReasonInvalidLifetime = "InvalidLifetime"
+	// ReasonInvalidPrivateKey: privateKey algorithm, size, encoding or rotationPolicy.
+	ReasonInvalidPrivateKey = "InvalidPrivateKey"
+	// ReasonInvalidUsages: an unknown key usage.
+	ReasonInvalidUsages = "InvalidUsages"
+	// ReasonInvalidKeystores: keystores without (or with two) passwords, or an unknown profile.
+	ReasonInvalidKeystores = "InvalidKeystores"
+	// ReasonInvalidOutputFormats: an unknown additionalOutputFormats type.
+	ReasonInvalidOutputFormats = "InvalidOutputFormats"
+	// ReasonInvalidSecretName: secretName, or secretTemplate trying to set cert-manager.io annotations.
+	ReasonInvalidSecretName = "InvalidSecretName"
+	// ReasonInvalidIssuerRef: issuerRef without a name.
+	ReasonInvalidIssuerRef = "InvalidIssuerRef"
 )
 
 // Limits from cert-manager's API (pkg/apis/certmanager/v1).
@@ -28,16 +56,18 @@ const (
 	certManagerGroup = "cert-manager.io"
 )
 
-// specError is why a Certificate spec cannot be issued: the reason of the
+// Error is why a Certificate spec cannot be issued: the reason of the
 // first invalid field and every field error, as cert-manager's webhook would
 // have reported them. Downstream clusters run no cert-manager webhook and the
 // CRD has no validation rules, so the hub validates.
-type specError struct {
-	reason string
-	errs   field.ErrorList
+type Error struct {
+	// Reason is the condition reason of the first invalid field.
+	Reason string
+	// Errs are every field error.
+	Errs field.ErrorList
 }
 
-func (e *specError) Error() string { return e.errs.ToAggregate().Error() }
+func (e *Error) Error() string { return e.Errs.ToAggregate().Error() }
 
 // reasonFor maps a field path to the condition reason users see.
 func reasonFor(path string) string {
@@ -74,10 +104,10 @@ var knownUsages = map[cmapi.KeyUsage]bool{
 	cmapi.UsageOCSPSigning: true, cmapi.UsageMicrosoftSGC: true, cmapi.UsageNetscapeSGC: true,
 }
 
-// validateSpec mirrors cert-manager's webhook validation of a Certificate
+// ValidateSpec mirrors cert-manager's webhook validation of a Certificate
 // (internal/apis/certmanager/validation, not importable). It returns nil or a
-// *specError.
-func validateSpec(crt *cmapi.Certificate) error {
+// *Error.
+func ValidateSpec(crt *cmapi.Certificate) error {
 	s := crt.Spec
 	p := field.NewPath("spec")
 	var el field.ErrorList
@@ -213,7 +243,7 @@ func validateSpec(crt *cmapi.Certificate) error {
 	if len(el) == 0 {
 		return nil
 	}
-	return &specError{reason: reasonFor(el[0].Field), errs: el}
+	return &Error{Reason: reasonFor(el[0].Field), Errs: el}
 }
 
 // validateIssuerRef is cert-manager's webhook rule: a name, and for the
@@ -358,4 +388,40 @@ func validateKeystores(crt *cmapi.Certificate, p *field.Path) field.ErrorList {
 		}
 	}
 	return el
+}
+
+// Decode converts an unstructured Certificate to the typed API; when it
+// does not decode, the error is an *Error naming the field.
+func Decode(u *unstructured.Unstructured) (*cmapi.Certificate, error) {
+	crt := &cmapi.Certificate{}
+	err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, crt)
+	if err == nil {
+		return crt, nil
+	}
+	p := field.NewPath("spec")
+	for _, f := range []string{"duration", "renewBefore"} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", f); found {
+			s, ok := v.(string)
+			if !ok {
+				return nil, &Error{Reason: ReasonInvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), v, "must be a duration string, e.g. 2160h")}}
+			}
+			if _, perr := time.ParseDuration(s); perr != nil {
+				return nil, &Error{Reason: ReasonInvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), s, fmt.Sprintf("is not a duration (%v); use Go duration units, e.g. 24h", perr))}}
+			}
+		}
+	}
+	return nil, &Error{Reason: ReasonInvalidSpec, Errs: field.ErrorList{field.Invalid(p, "...", "cannot be decoded as a cert-manager.io/v1 Certificate: "+err.Error())}}
+}
+
+// Validate is the hub's verdict on a Certificate object as an API server
+// stores it: nil when it decodes and its spec is valid, else an error
+// naming the field and why. The reconciler decides the same way; the
+// downstream ValidatingAdmissionPolicy is held to agree with it (the
+// admission tier's differential test).
+func Validate(u *unstructured.Unstructured) error {
+	crt, err := Decode(u)
+	if err != nil {
+		return err
+	}
+	return ValidateSpec(crt)
 }

@@ -1,4 +1,4 @@
-package certsync
+package certspec
 
 import (
 	"crypto/x509"
@@ -19,7 +19,7 @@ func TestRenewalJitter(t *testing.T) {
 	crt := func(uid string) *cmapi.Certificate {
 		return &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}}
 	}
-	exact, err := renewalTime(crt("a"), cert, 0)
+	exact, err := RenewalTime(crt("a"), cert, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,11 @@ func TestRenewalJitter(t *testing.T) {
 	seen := map[time.Time]bool{}
 	for i := range 50 {
 		uid := fmt.Sprintf("uid-%d", i)
-		rt, _ := renewalTime(crt(uid), cert, 0.2)
+		rt, _ := RenewalTime(crt(uid), cert, 0.2)
 		if rt.After(exact.Time) || rt.Time.Before(exact.Add(-window/5-time.Second)) {
 			t.Fatalf("%s: %s outside [%s - 20%% of the window, %s]", uid, rt, exact, exact)
 		}
-		if again, _ := renewalTime(crt(uid), cert, 0.2); !again.Equal(rt) {
+		if again, _ := RenewalTime(crt(uid), cert, 0.2); !again.Equal(rt) {
 			t.Fatalf("%s: %s then %s; want the same every time", uid, rt, again)
 		}
 		seen[rt.Time] = true

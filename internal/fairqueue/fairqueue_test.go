@@ -1,4 +1,4 @@
-package certsync
+package fairqueue
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ func req(cluster, name string) mcreconcile.Request {
 
 // A cluster with a backlog does not go first: the others get every other turn.
 func TestFairQueueTakesClustersInTurn(t *testing.T) {
-	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 5 {
 		q.Add(req("busy", fmt.Sprintf("b%d", i)))
@@ -41,7 +41,7 @@ func TestFairQueueTakesClustersInTurn(t *testing.T) {
 
 // Within a cluster, a namespace with a backlog does not go first either.
 func TestFairQueueTakesNamespacesInTurn(t *testing.T) {
-	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	in := func(ns, name string) mcreconcile.Request {
 		r := req("east", name)
@@ -68,7 +68,7 @@ func TestFairQueueTakesNamespacesInTurn(t *testing.T) {
 // Done) gets no further worker; a neighbour's item added later is taken at
 // once; when one of its items is Done, a waiting worker takes its next one.
 func TestFairQueueBoundsWorkersPerCluster(t *testing.T) {
-	q := newFairQueue(2)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := New(2)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 5 {
 		q.Add(req("hung", fmt.Sprintf("h%d", i)))
@@ -101,7 +101,7 @@ func TestFairQueueBoundsWorkersPerCluster(t *testing.T) {
 }
 
 func TestFairQueueWithoutBoundServesOneCluster(t *testing.T) {
-	q := newFairQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 4 {
 		q.Add(req("only", fmt.Sprintf("o%d", i)))
@@ -117,7 +117,7 @@ func TestFairQueueWithoutBoundServesOneCluster(t *testing.T) {
 // next try, and its failures never delay another cluster's retry (as
 // controller-runtime's shared 10-a-second token bucket would).
 func TestRetryBackoffIsPerCertificateAndCapped(t *testing.T) {
-	rl := retryBackoff()
+	rl := RetryBackoff()
 	failing, other := req("east", "a"), req("west", "b")
 	for i := range 1000 {
 		if d := rl.When(failing); d > 30*time.Second {

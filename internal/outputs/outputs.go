@@ -1,4 +1,9 @@
-package certsync
+// Package outputs encodes the Secret keys cert-manager writes beside
+// tls.crt, tls.key and ca.crt: additionalOutputFormats (key.der,
+// tls-combined.pem) and keystores (PKCS#12 and JKS, with their trust
+// stores), byte for byte as cert-manager's issuing controller does, with
+// cert-manager's own encoders' libraries. Pure functions.
+package outputs
 
 import (
 	"bytes"
@@ -13,17 +18,17 @@ import (
 	"software.sslmate.com/src/go-pkcs12"
 )
 
-// keystorePasswords are the resolved passwords of the Certificate's keystores
+// Passwords are the resolved passwords of the Certificate's keystores
 // ("" when that keystore is not requested).
-type keystorePasswords struct {
-	pkcs12, jks string
+type Passwords struct {
+	PKCS12, JKS string
 }
 
-// extraData computes the Secret keys beyond tls.crt/tls.key/ca.crt, as
+// Extra computes the Secret keys beyond tls.crt/tls.key/ca.crt, as
 // cert-manager's issuing controller writes them: additionalOutputFormats
 // (key.der, tls-combined.pem) and keystores (keystore.p12/truststore.p12,
 // keystore.jks/truststore.jks, the trust stores only when a CA is known).
-func extraData(crt *cmapi.Certificate, pw keystorePasswords, certPEM, keyPEM, caPEM []byte) (map[string][]byte, error) {
+func Extra(crt *cmapi.Certificate, pw Passwords, certPEM, keyPEM, caPEM []byte) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, f := range crt.Spec.AdditionalOutputFormats {
 		switch f.Type {
@@ -42,7 +47,7 @@ func extraData(crt *cmapi.Certificate, pw keystorePasswords, certPEM, keyPEM, ca
 		return out, nil
 	}
 	if ks.PKCS12 != nil && ks.PKCS12.Create {
-		p12, err := encodePKCS12(ks.PKCS12.Profile, pw.pkcs12, keyPEM, certPEM, caPEM)
+		p12, err := encodePKCS12(ks.PKCS12.Profile, pw.PKCS12, keyPEM, certPEM, caPEM)
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode PKCS#12 keystore: %w", err)
 		}
@@ -52,7 +57,7 @@ func extraData(crt *cmapi.Certificate, pw keystorePasswords, certPEM, keyPEM, ca
 			if err != nil {
 				return nil, err
 			}
-			ts, err := pkcs12Encoder(ks.PKCS12.Profile).EncodeTrustStore(cas, pw.pkcs12)
+			ts, err := pkcs12Encoder(ks.PKCS12.Profile).EncodeTrustStore(cas, pw.PKCS12)
 			if err != nil {
 				return nil, fmt.Errorf("failed to encode PKCS#12 trust store: %w", err)
 			}
@@ -64,7 +69,7 @@ func extraData(crt *cmapi.Certificate, pw keystorePasswords, certPEM, keyPEM, ca
 		if ks.JKS.Alias != nil {
 			alias = *ks.JKS.Alias
 		}
-		store, err := encodeJKS([]byte(pw.jks), alias, keyPEM, certPEM, caPEM)
+		store, err := encodeJKS([]byte(pw.JKS), alias, keyPEM, certPEM, caPEM)
 		if err != nil {
 			return nil, fmt.Errorf("failed to encode JKS keystore: %w", err)
 		}
@@ -75,7 +80,7 @@ func extraData(crt *cmapi.Certificate, pw keystorePasswords, certPEM, keyPEM, ca
 				return nil, err
 			}
 			var buf bytes.Buffer
-			if err := ts.Store(&buf, []byte(pw.jks)); err != nil {
+			if err := ts.Store(&buf, []byte(pw.JKS)); err != nil {
 				return nil, fmt.Errorf("failed to encode JKS trust store: %w", err)
 			}
 			out[cmapi.JKSTruststoreKey] = buf.Bytes()

@@ -1,6 +1,7 @@
-package certsync_test
+package certspec_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -8,19 +9,20 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/certspec"
+	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/test/fixture"
 )
 
 func TestValidateSpec(t *testing.T) {
-	if reason, err := certsync.ValidateSpec(fixture.Certificate("shop", "web", "ca")); err != nil {
+	if reason, err := validateSpec(fixture.Certificate("shop", "web", "ca")); err != nil {
 		t.Fatalf("a valid spec was rejected: %s %v", reason, err)
 	}
 	for _, tt := range fixture.InvalidSpecs() {
 		t.Run(tt.Name, func(t *testing.T) {
 			crt := fixture.Certificate("shop", "web", "ca")
 			tt.Mutate(crt)
-			reason, err := certsync.ValidateSpec(crt)
+			reason, err := validateSpec(crt)
 			if err == nil {
 				t.Fatalf("accepted")
 			}
@@ -44,13 +46,23 @@ func FuzzValidateAndTemplate(f *testing.F) {
 		crt.Spec.LiteralSubject = literal
 		crt.Spec.Duration = &metav1.Duration{Duration: time.Duration(seconds) * time.Second}
 		crt.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.PrivateKeyAlgorithm(alg), Size: size % 10000}
-		if reason, err := certsync.ValidateSpec(crt); err != nil {
+		if reason, err := validateSpec(crt); err != nil {
 			if reason == "" {
 				t.Fatalf("an invalid spec without a reason: %v", err)
 			}
 			return
 		}
 		// What validation accepts, the template builder must not panic on.
-		_, _ = certsync.CertificateTemplate(crt)
+		_, _ = issuance.Template(crt)
 	})
+}
+
+// validateSpec is certspec.ValidateSpec as the reason and the error, or ""
+// and nil.
+func validateSpec(crt *cmapi.Certificate) (string, error) {
+	err := certspec.ValidateSpec(crt)
+	if se := (*certspec.Error)(nil); errors.As(err, &se) {
+		return se.Reason, se
+	}
+	return "", err
 }

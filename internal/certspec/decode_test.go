@@ -1,10 +1,14 @@
-package certsync
+package certspec
 
 import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -32,17 +36,32 @@ func TestDecodeCertificate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(good)}
 			tt.mutate(u.Object)
-			crt, err := decodeCertificate(u)
+			crt, err := Decode(u)
 			if tt.reason == "" {
 				if err != nil || crt.Spec.SecretName != "web-tls" {
 					t.Fatalf("decode = %v, %v", crt, err)
 				}
 				return
 			}
-			var se *specError
-			if !errors.As(err, &se) || se.reason != tt.reason || !strings.Contains(se.Error(), tt.msg) {
+			var se *Error
+			if !errors.As(err, &se) || se.Reason != tt.reason || !strings.Contains(se.Error(), tt.msg) {
 				t.Fatalf("decode error %v, want %s saying %q", err, tt.reason, tt.msg)
 			}
 		})
+	}
+}
+
+// testCertificate is a valid Certificate (certsync's test fixture of the
+// same name; certspec's own tests cannot import test/fixture, which
+// imports certsync).
+func testCertificate() *cmapi.Certificate {
+	return &cmapi.Certificate{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: cmapi.CertificateSpec{
+			SecretName: "web-tls", CommonName: "web.example.com", DNSNames: []string{"web.example.com"},
+			Duration:   &metav1.Duration{Duration: 90 * 24 * time.Hour},
+			IssuerRef:  cmmeta.IssuerReference{Name: "ca", Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"},
+			PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+		},
 	}
 }

@@ -1,4 +1,4 @@
-package certsync
+package certspec
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // oidSubjectAltName is the subjectAltName extension (RFC 5280 4.2.1.6).
 var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 
-// certificateMismatches lists the spec fields an issued certificate does not
+// Mismatches lists the spec fields an issued certificate does not
 // carry, by the rules of cert-manager's issuing path (pki.RequestMatchesSpec,
 // which compares the CertificateRequest with the spec): names compared as
 // unordered lists, literalSubject byte for byte as DER, structured subject
@@ -36,7 +36,7 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 //
 // Duration is not compared (the CA may shorten a certificate to its own
 // expiry); a changed duration takes effect at the next renewal.
-func certificateMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) []string {
+func Mismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) []string {
 	v := nameMismatches(cert, spec)
 	v = append(v, subjectMismatches(cert, spec)...)
 	if cert.IsCA != spec.IsCA {
@@ -49,9 +49,9 @@ func certificateMismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) [
 	return v
 }
 
-// requestHash digests the request cert-manager would build from spec:
+// RequestHash digests the request cert-manager would build from spec:
 // subject and extensions (names, usages, basic constraints).
-func requestHash(crt *cmapi.Certificate) (string, error) {
+func RequestHash(crt *cmapi.Certificate) (string, error) {
 	csr, err := issuance.CertificateRequest(crt)
 	if err != nil {
 		return "", err
@@ -68,15 +68,15 @@ func requestHash(crt *cmapi.Certificate) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
-// requestMismatches compares spec with the request a Secret's certificate
+// RequestMismatches compares spec with the request a Secret's certificate
 // was ordered with (RequestHashAnnotation), and its names with the certificate.
-func requestMismatches(cert *x509.Certificate, crt *cmapi.Certificate, hash string) []string {
+func RequestMismatches(cert *x509.Certificate, crt *cmapi.Certificate, hash string) []string {
 	spec := crt.Spec
 	if cn := spec.CommonName; cn != "" && !slices.Contains(spec.DNSNames, cn) {
 		spec.DNSNames = append(slices.Clone(spec.DNSNames), cn) // the CA puts the common name among the names
 	}
 	v := nameMismatches(cert, spec)
-	if h, err := requestHash(crt); err != nil || h != hash {
+	if h, err := RequestHash(crt); err != nil || h != hash {
 		v = append(v, "the request (subject, usages or isCA)")
 	}
 	return v
@@ -184,12 +184,12 @@ func sameExtKeyUsages(a, b []x509.ExtKeyUsage) bool {
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
-// caPowersDiffer says how a kept CA certificate's powers differ from those
+// CAPowersDiffer says how a kept CA certificate's powers differ from those
 // today's policy signs it with (tmpl, constrained by the decision): path
 // length and every x509 name constraint. "" when they agree, or when
 // either is no CA (names, usages and isCA are the spec's and the policy's
-// to judge: certificateMismatches, Decision).
-func caPowersDiffer(cert, tmpl *x509.Certificate) string {
+// to judge: Mismatches, Decision).
+func CAPowersDiffer(cert, tmpl *x509.Certificate) string {
 	if !cert.IsCA || !tmpl.IsCA {
 		return ""
 	}

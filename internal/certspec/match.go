@@ -219,20 +219,9 @@ func CAPowersDiffer(cert, tmpl *x509.Certificate) string {
 		{"permitted email", cert.PermittedEmailAddresses, tmpl.PermittedEmailAddresses}, {"excluded email", cert.ExcludedEmailAddresses, tmpl.ExcludedEmailAddresses},
 		{"permitted URI", cert.PermittedURIDomains, tmpl.PermittedURIDomains}, {"excluded URI", cert.ExcludedURIDomains, tmpl.ExcludedURIDomains},
 	} {
-		if !sameSet(c.kept, c.now) {
+		if !cmutil.EqualUnsorted(c.kept, c.now) {
 			v = append(v, fmt.Sprintf("%s %q → %q", c.what, c.kept, c.now))
 		}
 	}
 	return strings.Join(v, ", ")
-}
-
-// sameSet reports whether a and b hold the same strings, in any order.
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }

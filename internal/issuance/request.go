@@ -75,16 +75,9 @@ func NamesOfCSR(csr *x509.CertificateRequest) int {
 		if !ext.Id.Equal(oidSubjectAltName) {
 			continue
 		}
-		var seq asn1.RawValue
-		rest, err := asn1.Unmarshal(ext.Value, &seq)
-		if err != nil || len(rest) > 0 {
-			break // the CSR's parse refuses it later
-		}
-		for b := seq.Bytes; len(b) > 0; n++ {
-			var v asn1.RawValue
-			if b, err = asn1.Unmarshal(b, &v); err != nil {
-				break
-			}
+		if gns, err := pki.UnmarshalSANs(ext.Value); err == nil { // else the CSR's parse refuses it later
+			n += len(gns.DNSNames) + len(gns.RFC822Names) + len(gns.UniformResourceIdentifiers) + len(gns.IPAddresses) + len(gns.OtherNames) +
+				len(gns.X400Addresses) + len(gns.DirectoryNames) + len(gns.EDIPartyNames) + len(gns.RegisteredIDs)
 		}
 	}
 	return n

@@ -7,6 +7,7 @@ require (
 	github.com/cert-manager/cert-manager v1.21.2
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/go-logr/logr v1.4.3
+	github.com/google/btree v1.1.3
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/miekg/dns v1.1.72
 	github.com/pavlo-v-chernykh/keystore-go/v4 v4.5.0

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ type Options struct {
 	// refills the reserve, then the backlog takes every new token). 0: no
 	// reserve; at most 0.9.
 	Reserve float64
+	// MaxTenantWaiters is how many waiters are remembered per tenant; a
+	// waiter of a tenant that has this many, all served before it, is told
+	// to ask again after MaxWait. Defaults to DefaultMaxTenantWaiters.
+	MaxTenantWaiters int
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -52,18 +57,12 @@ type Options struct {
 // share it by weight, a cluster's namespaces equally, and a namespace's
 // waiters go nearest due first (Fairness).
 type Budget struct {
-	opts    Options
-	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
-	waiting map[string]waiter
-	fair    Fairness
-}
-
-type waiter struct {
-	tenant    Tenant
-	due, seen time.Time
-	lane      Lane
+	opts   Options
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+	room   *room
+	fair   Fairness
 }
 
 // Lane is how pressing an ask is. Every Urgent waiter is served before
@@ -82,14 +81,6 @@ const (
 	Urgent
 )
 
-// laneAt is w's lane at now.
-func (w waiter) laneAt(now time.Time) Lane {
-	if w.lane == Routine && !now.Before(w.due) {
-		return Urgent
-	}
-	return w.lane
-}
-
 // New returns a Budget; its bucket starts full.
 func New(opts Options) *Budget {
 	if opts.Burst <= 0 {
@@ -98,7 +89,12 @@ func New(opts Options) *Budget {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Budget{opts: opts, tokens: opts.Burst, last: opts.Clock.Now(), waiting: map[string]waiter{}}
+	if opts.MaxTenantWaiters <= 0 {
+		opts.MaxTenantWaiters = DefaultMaxTenantWaiters
+	}
+	b := &Budget{opts: opts, tokens: opts.Burst, last: opts.Clock.Now()}
+	b.room = newRoom(opts.MaxTenantWaiters, &b.fair)
+	return b
 }
 
 // rate is this replica's rate now.
@@ -130,39 +126,26 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time, lane Lane) time
 		b.tokens = min(b.tokens+el*rate, max(b.opts.Burst, rate))
 	}
 	b.last = now
-	ws := make([]queued, 0, len(b.waiting))
-	backlog := map[tenantKey]int{} // waiters per tenant, this key apart
-	for k, w := range b.waiting {
-		if k != key && now.Sub(w.seen) > StaleAfter {
-			delete(b.waiting, k)
-			continue
-		}
-		ws = append(ws, queued{key: k, tenant: w.tenant, due: w.due, lane: w.laneAt(now)})
-		if k != key {
-			backlog[keyOf(w.tenant)]++
-		}
+	b.room.expire(now, key)
+	e, ok := b.room.put(key, tenant, due, lane, now)
+	if !ok {
+		return MaxWait // its tenant's list is full of waiters served first
 	}
-	me := waiter{tenant: tenant, due: due, seen: now, lane: lane}
-	q := queued{key: key, tenant: tenant, due: due, lane: me.laneAt(now)}
-	aheadOf := b.fair.ahead(ws, q)
-	ahead, usable := len(aheadOf), b.tokens-b.reserve(rate)
-	if backlog[keyOf(tenant)] == 0 {
-		// Nothing else of this tenant waits: it may take the reserve,
-		// behind the other such tenants only.
-		ahead, usable = 0, b.tokens
-		for _, k := range aheadOf {
-			if backlog[keyOf(b.waiting[k].tenant)] <= 1 {
-				ahead++
-			}
-		}
+	// A tenant with nothing else waiting may take the reserve, behind the
+	// other such tenants only.
+	quiet := e.tenant.len() == 1
+	usable := b.tokens - b.reserve(rate)
+	if quiet {
+		usable = b.tokens
 	}
+	// Past this many ahead, the wait is MaxWait whatever the count.
+	limit := int(min(max(usable, 0)+rate*MaxWait.Seconds()+1, 1<<30))
+	ahead := b.room.ahead(e, quiet, limit)
 	if usable >= float64(ahead+1) {
 		b.tokens--
-		b.fair.served(ws, q)
-		delete(b.waiting, key)
+		b.room.served(e)
 		return 0
 	}
-	b.waiting[key] = me
 	if rate <= 0 {
 		return MaxWait
 	}
@@ -188,10 +171,24 @@ type tenantKey struct{ cluster, namespace string }
 
 func keyOf(t Tenant) tenantKey { return tenantKey{t.Cluster, t.Namespace} }
 
+// String is the tenant's key in Fairness.Finish.
+func (k tenantKey) String() string { return k.cluster + "/" + k.namespace }
+
+// tenantKeyOf reads a String back (a namespace holds no "/"; a cluster name may).
+func tenantKeyOf(s string) tenantKey {
+	i := strings.LastIndex(s, "/")
+	if i < 0 {
+		return tenantKey{cluster: s}
+	}
+	return tenantKey{s[:i], s[i+1:]}
+}
+
 // Forget drops key from the waiting room (it no longer needs an issuance).
 func (b *Budget) Forget(key string) {
 	b.mu.Lock()
-	delete(b.waiting, key)
+	if e, ok := b.room.byKey[key]; ok {
+		b.room.forget(e)
+	}
 	b.mu.Unlock()
 }
 
@@ -199,5 +196,5 @@ func (b *Budget) Forget(key string) {
 func (b *Budget) Waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.waiting)
+	return len(b.room.byKey)
 }

@@ -45,6 +45,14 @@ func TestAdmit(t *testing.T) {
 		{"a waiter that stopped asking is forgotten", Options{Rate: 1}, []ask{
 			{0, "a", hour, 0}, {0, "gone", t0.Add(time.Minute), time.Second},
 			{StaleAfter + time.Second, "b", hour, 0}}},
+		{"a full waiting list tells a later waiter to ask again after MaxWait", Options{Rate: 1, MaxTenantWaiters: 2}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, time.Second}, {0, "c", hour, 2 * time.Second},
+			{0, "d", hour, MaxWait}}},
+		{"a nearer due takes the place of the tenant's last waiter", Options{Rate: 1, MaxTenantWaiters: 2}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, time.Second}, {0, "c", hour, 2 * time.Second},
+			{0, "soon", t0.Add(time.Minute), time.Second},
+			// c was forgotten: it asks again behind b and soon
+			{time.Second, "c", hour, MaxWait}, {time.Second, "soon", t0.Add(time.Minute), 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
@@ -200,6 +208,36 @@ func TestReserveServesAQuietTenantAtOnce(t *testing.T) {
 			}
 			if admitted < tc.floodAtLeast {
 				t.Errorf("the backlog got %d in 10 s at 20/s, want at least %d", admitted, tc.floodAtLeast)
+			}
+		})
+	}
+}
+
+// BenchmarkAdmit is one ask among 30,000 remembered waiters: all in one
+// namespace (one tenant's flood; at most MaxTenantWaiters are kept), and
+// spread over 10,000 tenants (3 each).
+func BenchmarkAdmit(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		tenants int
+	}{{"30000-waiters-one-namespace", 1}, {"30000-waiters-10000-namespaces", 10000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			bg := New(Options{Rate: 1e-9, Burst: 1, Clock: clk, MaxTenantWaiters: 30000})
+			bg.Admit("first", Tenant{Cluster: "c", Namespace: "n"}, t0, Urgent) // takes the only token
+			tenant := func(i int) Tenant {
+				return Tenant{Cluster: fmt.Sprintf("cluster-%d", i%bc.tenants/10), Namespace: fmt.Sprintf("ns-%d", i%bc.tenants)}
+			}
+			for i := range 30000 {
+				bg.Admit(fmt.Sprintf("w-%d", i), tenant(i), t0.Add(time.Duration(i)*time.Second), Routine)
+			}
+			if n := bg.Waiting(); n != 30000 {
+				b.Fatalf("%d waiting, want 30000", n)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				k := i % 30000
+				bg.Admit(fmt.Sprintf("w-%d", k), tenant(k), t0.Add(time.Duration(k)*time.Second), Routine)
 			}
 		})
 	}

@@ -65,8 +65,6 @@ type Fairness struct {
 	Finish  map[string]float64 `json:"finish,omitempty"`
 }
 
-func tenantID(t Tenant) string { return t.Cluster + "/" + t.Namespace }
-
 // starts is each waiter's start tag (q last in all).
 func (f *Fairness) starts(all []queued) []float64 {
 	idx := make([]int, len(all))
@@ -95,7 +93,7 @@ func (f *Fairness) starts(all []queued) []float64 {
 		k := ns{t.Cluster, t.Namespace}
 		s := seen[k]
 		if s < 0 {
-			s = max(f.Virtual, f.Finish[tenantID(t)])
+			s = f.startOf(keyOf(t))
 		}
 		start[i] = s
 		seen[k] = s + float64(perCluster[t.Cluster])/t.weight()
@@ -137,24 +135,18 @@ func (f *Fairness) ahead(ws []queued, q queued) []string {
 // served records that q took a token while ws waited: its tenant's tag
 // moves one cost past where it started, and virtual time to that start.
 func (f *Fairness) served(ws []queued, q queued) {
-	id := tenantID(q.tenant)
-	start := max(f.Virtual, f.Finish[id])
 	namespaces := map[string]bool{q.tenant.Namespace: true}
 	for _, w := range ws {
 		if w.tenant.Cluster == q.tenant.Cluster {
 			namespaces[w.tenant.Namespace] = true
 		}
 	}
-	if f.Finish == nil {
-		f.Finish = map[string]float64{}
-	}
-	f.Finish[id] = start + float64(len(namespaces))/q.tenant.weight()
-	f.Virtual = start
-	f.compact()
+	_ = f.serve(keyOf(q.tenant), len(namespaces), q.tenant.weight()) // the ledger keeps no index
 }
 
-// compact drops the tags of idle tenants and keeps MaxTenantTags.
-func (f *Fairness) compact() {
+// compact drops the tags of idle tenants and keeps MaxTenantTags; it
+// returns the tenants whose tags it dropped while still ahead of Virtual.
+func (f *Fairness) compact() (dropped []string) {
 	for id, tag := range f.Finish {
 		if tag <= f.Virtual {
 			delete(f.Finish, id)
@@ -171,5 +163,7 @@ func (f *Fairness) compact() {
 		for _, id := range ids[:over] {
 			delete(f.Finish, id)
 		}
+		return ids[:over]
 	}
+	return nil
 }

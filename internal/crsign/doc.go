@@ -24,6 +24,12 @@
 //     (terminal, as cert-manager's); an issuer missing or not ready:
 //     Ready=False/Pending, retried.
 //
+// Bounded work: the workers take clusters in turn, one cluster in at most
+// MaxConcurrentReconcilesPerCluster of them (internal/fairqueue, as for
+// Certificates), so a cluster that stalls its writes holds half the
+// signers, not all; only requests naming certhub.io are cached whole
+// (CacheOptions), every other as its name and issuerRef.
+//
 // Writes go through Options.Fence (ownership, the write's deadline, and the
 // cluster's mode: migrate's RequestFence). CA ClusterIssuers sign; a
 // SelfSigned one cannot (it needs the key) and fails the request saying

@@ -10,7 +10,9 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -24,6 +26,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
@@ -77,6 +80,11 @@ type Options struct {
 	IssuerRetryInterval time.Duration
 	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// MaxConcurrentReconcilesPerCluster bounds the workers one cluster
+	// occupies at once, so a cluster that stalls its status writes leaves
+	// the rest to the others (internal/fairqueue, as for Certificates).
+	// Defaults to half of MaxConcurrentReconciles, rounded up.
+	MaxConcurrentReconcilesPerCluster int
 	// MaxNames is how many names (SANs, subject attributes) one CSR may
 	// ask for; more is refused before the CSR is read further. Defaults
 	// to issuance.DefaultMaxNames.
@@ -103,6 +111,9 @@ func (o *Options) defaults() {
 	if o.MaxConcurrentReconciles <= 0 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	if o.MaxConcurrentReconcilesPerCluster <= 0 {
+		o.MaxConcurrentReconcilesPerCluster = (o.MaxConcurrentReconciles + 1) / 2
+	}
 	if o.MaxNames <= 0 {
 		o.MaxNames = issuance.DefaultMaxNames
 	}
@@ -117,6 +128,42 @@ func (o *Options) defaults() {
 // ForHub reports whether a request names a hub issuer (issuerRef.group
 // certhub.io): the only ones this package touches.
 func ForHub(cr *cmapi.CertificateRequest) bool { return cr.Spec.IssuerRef.Group == hubapi.GroupName }
+
+// CacheOptions keep in a downstream cluster's cache only the
+// CertificateRequests this package signs: any other (cert-manager's own
+// issuers', istio-csr's, thousands of them) is cached as its name and
+// issuerRef alone, without its CSR, status or certificate, so the hub
+// holds nothing of the requests it does not sign.
+func CacheOptions() cluster.Option {
+	return func(o *cluster.Options) {
+		if o.Cache.ByObject == nil {
+			o.Cache.ByObject = map[client.Object]cache.ByObject{}
+		}
+		o.Cache.ByObject[&cmapi.CertificateRequest{}] = cache.ByObject{Transform: stubUnlessForHub}
+	}
+}
+
+// stubUnlessForHub is the CertificateRequest cache's transform: managed
+// fields are dropped from every request, and all but the identity and
+// issuerRef from those not for the hub.
+func stubUnlessForHub(o any) (any, error) {
+	cr, ok := o.(*cmapi.CertificateRequest)
+	if !ok {
+		return o, nil
+	}
+	if ForHub(cr) {
+		cr.ManagedFields = nil
+		return cr, nil
+	}
+	return &cmapi.CertificateRequest{
+		TypeMeta: cr.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cr.Name, Namespace: cr.Namespace, UID: cr.UID, ResourceVersion: cr.ResourceVersion,
+			Generation: cr.Generation, DeletionTimestamp: cr.DeletionTimestamp,
+		},
+		Spec: cmapi.CertificateRequestSpec{IssuerRef: cr.Spec.IssuerRef},
+	}, nil
+}
 
 // SetupWithManager registers the signer with the multicluster manager.
 func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
@@ -138,7 +185,11 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		Named("crsign").
 		For(&cmapi.CertificateRequest{}, mcbuilder.WithPredicates(forHub)).
 		WatchesRawSource(modeSource(opts.Modes, mgr.GetCluster, base)).
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			NewQueue:                fairqueue.New(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers
+			RateLimiter:             fairqueue.RetryBackoff(),
+		}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {
 				return base

@@ -130,7 +130,7 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 		Selector:       selector,
 		KubeconfigDir:  o.KubeconfigDir,
 		Scheme:         h.scheme,
-		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions()},
+		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions(), crsign.CacheOptions()},
 		OnLabelsChanged: func(name multicluster.ClusterName) {
 			h.policies.Changed()
 			for _, fn := range h.labelSubscribers {
@@ -281,7 +281,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 func (h *Hub) setupCRSign(*rest.Config) error {
 	o := h.opts
 	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, IssuerRetryInterval: o.IssuerRetryInterval, MaxNames: o.MaxNamesPerCertificate,
-		MaxConcurrentReconciles: o.Workers, Registerer: crmetrics.Registry}
+		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Registerer: crmetrics.Registry}
 	if h.gate != nil {
 		opts.Fence, opts.Modes = h.gate.RequestFence(), h.gate
 	}

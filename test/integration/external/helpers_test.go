@@ -12,7 +12,6 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -76,30 +75,13 @@ func request(t *testing.T, ns, name string, key crypto.Signer, dnsNames ...strin
 // setCondition approves or denies cr, as an approver does.
 func setCondition(t *testing.T, c client.Client, cr *cmapi.CertificateRequest, typ cmapi.CertificateRequestConditionType, reason string) {
 	t.Helper()
-	cur := &cmapi.CertificateRequest{}
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(cr), cur); err != nil {
-		t.Fatal(err)
-	}
-	apiutil.SetCertificateRequestCondition(cur, typ, cmmeta.ConditionTrue, reason, "by the test ("+reason+")")
-	if err := c.Status().Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
+	fixture.SetRequestCondition(t, c, cr, typ, reason)
 }
 
 // waitRequest polls cr until cond holds.
 func waitRequest(t *testing.T, c client.Client, cr *cmapi.CertificateRequest, what string, cond func(*cmapi.CertificateRequest) bool) *cmapi.CertificateRequest {
 	t.Helper()
-	cur := &cmapi.CertificateRequest{}
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cr), cur); err != nil {
-			return false, nil
-		}
-		return cond(cur), nil
-	})
-	if err != nil {
-		t.Fatalf("CertificateRequest %s/%s never %s: %+v", cr.Namespace, cr.Name, what, cur.Status.Conditions)
-	}
-	return cur
+	return fixture.WaitRequest(t, c, cr, what, cond)
 }
 
 // readyReason is the Ready condition's reason ("" without one).

@@ -6,7 +6,7 @@
 //
 //	Certificate ──▶ this replica owns the cluster? (Fence; else skip)
 //	            ──▶ validate spec (the webhook downstream clusters lack)
-//	            ──▶ gather (Secret from the label-selected cache, live read on a miss)
+//	            ──▶ gather (Secret: metadata watch + data by version, Secrets)
 //	            ──▶ Secret ownership (never overwrite a Secret certhub did not write)
 //	            ──▶ policy chain: first func that says "reissue" wins
 //	                  │ no                              │ yes
@@ -40,5 +40,7 @@
 //   - One generation is issued at most LoopMaxIssuances times within
 //     LoopWindow unless a spec change, Secret deletion or manual trigger
 //     intervenes; then Ready=False/IssuanceLoopDetected and back-off.
-//   - Only Secrets labelled ManagedLabel are cached (see CacheOptions).
+//   - Only the metadata of Secrets labelled ManagedLabel is watched (see
+//     CacheOptions); their data is read once per version certhub did not
+//     write (Secrets), never in a cluster in external or off mode.
 package certsync

@@ -85,37 +85,7 @@ func notAdoptable(s *corev1.Secret, crt *cmapi.Certificate) string {
 
 // liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
 func (r *reconciler) liveSecret(ctx context.Context, cl cluster.Cluster, key client.ObjectKey) (*corev1.Secret, error) {
-	live := &corev1.Secret{}
-	if err := cl.GetAPIReader().Get(ctx, key, live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("failed to get Secret %s: %w", key, err)
-	}
-	return live, nil
-}
-
-// getSecret returns the target Secret, or nil when it does not exist. foreign
-// is true when it exists but certhub did not write it.
-func (r *reconciler) getSecret(ctx context.Context, cl cluster.Cluster, crt *cmapi.Certificate) (*corev1.Secret, bool, error) {
-	key := client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}
-	s := &corev1.Secret{}
-	err := cl.GetClient().Get(ctx, key, s)
-	if err == nil {
-		// The cache selects managed Secrets; the label is checked anyway, so
-		// a client without that selector can never make certhub overwrite one.
-		return s, s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
-	}
-	// The cache only holds managed Secrets: a miss may be a Secret that is not
-	// ours, or one we just wrote that the cache has not seen yet.
-	live, err := r.liveSecret(ctx, cl, key)
-	if live == nil || err != nil {
-		return nil, false, err
-	}
-	return live, live.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue, nil
+	return liveSecret(ctx, cl, key)
 }
 
 // gathered is what a decision about one Certificate reads besides the
@@ -130,7 +100,7 @@ type gathered struct {
 // another Certificate owns) and its keystore passwords.
 func (r *reconciler) gather(ctx context.Context, t *target) (gathered, bool, reconcile.Result, error) {
 	crt, cl := t.crt, t.cl
-	secret, foreign, err := r.getSecret(ctx, cl, crt)
+	secret, foreign, err := r.secrets.Get(ctx, t.name, cl, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName})
 	if err != nil {
 		return gathered{}, true, reconcile.Result{}, err
 	}

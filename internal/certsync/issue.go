@@ -3,6 +3,7 @@ package certsync
 import (
 	"context"
 	"crypto"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -221,5 +223,21 @@ func (r *reconciler) applySecret(ctx context.Context, t *target, existing *corev
 	if err := t.cl.GetClient().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to apply Secret %s/%s: %w", t.crt.Namespace, t.crt.Spec.SecretName, err)
 	}
+	// The answer is the Secret as written: held, so the watch's news of
+	// this version needs no read.
+	if written, err := secretOf(ac); err == nil && written.ResourceVersion != "" {
+		r.secrets.put(t.name, written)
+	}
 	return nil
+}
+
+// secretOf is the Secret an applied configuration describes (the API
+// server's answer is decoded into it).
+func secretOf(ac *corev1ac.SecretApplyConfiguration) (*corev1.Secret, error) {
+	b, err := json.Marshal(ac)
+	if err != nil {
+		return nil, err
+	}
+	s := &corev1.Secret{}
+	return s, json.Unmarshal(b, s)
 }

@@ -213,11 +213,17 @@ func (m *syncMetrics) issued(cluster multicluster.ClusterName, result string, si
 }
 
 // metricsJanitor is engaged with every owned cluster and forgets its series
-// when the engagement ends.
-type metricsJanitor struct{ m *syncMetrics }
+// and its Secrets when the engagement ends.
+type metricsJanitor struct {
+	m       *syncMetrics
+	secrets *Secrets
+}
 
 func (j metricsJanitor) Engage(ctx context.Context, name multicluster.ClusterName, _ cluster.Cluster) error {
-	context.AfterFunc(ctx, func() { j.m.forgetCluster(name) })
+	context.AfterFunc(ctx, func() {
+		j.m.forgetCluster(name)
+		j.secrets.drop(name)
+	})
 	return nil
 }
 

@@ -36,11 +36,12 @@ type reconciler struct {
 	guard      loopGuard
 	largeKeys  chan struct{} // a slot per worker allowed to generate a large key
 	requests   requestIndex  // cert-manager's requests, for take-overs (adopt.go)
+	secrets    *Secrets      // managed Secrets' data by version (secrets.go)
 }
 
 // newReconciler builds the reconciler from defaulted options.
 func newReconciler(opts Options, m *syncMetrics, getCluster func(context.Context, multicluster.ClusterName) (cluster.Cluster, error)) *reconciler {
-	return &reconciler{getCluster: getCluster, opts: opts, metrics: m, guard: opts.loopGuard(), largeKeys: make(chan struct{}, opts.MaxConcurrentLargeKeys)}
+	return &reconciler{getCluster: getCluster, opts: opts, metrics: m, guard: opts.loopGuard(), largeKeys: make(chan struct{}, opts.MaxConcurrentLargeKeys), secrets: opts.Secrets}
 }
 
 // target is one Certificate in one cluster, with what is needed to write there.
@@ -224,6 +225,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 			// Left alone; in external mode cert-manager runs the
 			// Certificates and the hub signs their requests (crsign).
 			m.Forget(req.ClusterName, req.Namespace, req.Name)
+			r.secrets.drop(req.ClusterName)     // nothing of its Secrets is kept either
 			return nil, reconcile.Result{}, nil // left alone
 		}
 		t.dry = !m.Writes(req.ClusterName)

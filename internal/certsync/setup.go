@@ -33,6 +33,7 @@ import (
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -162,6 +163,10 @@ type Options struct {
 	// the earlier of its answer and the spec's renewal time is used, so a
 	// CA that moves a window earlier (a revocation event) renews early.
 	RenewalAdvice RenewalAdvisor
+	// Secrets holds the data of the managed Secrets by version (the watch
+	// holds only their metadata); the hub shares it with the CA rotation.
+	// Defaults to a new one.
+	Secrets *Secrets
 	// Indexer, when set, indexes every engaged cluster's Certificates by
 	// spec.secretName (the hub passes its inventory.Provider): finding the
 	// Certificates that share a Secret is then one lookup, not a list of
@@ -209,6 +214,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
+	if o.Secrets == nil {
+		o.Secrets = &Secrets{}
+	}
 	if o.Identity == "" {
 		o.Identity, _ = os.Hostname()
 	}
@@ -274,11 +282,11 @@ func (o Options) Validate() error {
 }
 
 // Informers are the downstream objects certsync watches, as the cache
-// holds them (Certificates unstructured, Secrets label-selected by
-// CacheOptions): started before a cluster is engaged, they keep a standby
+// holds them (Certificates unstructured, Secrets' metadata label-selected
+// by CacheOptions): started before a cluster is engaged, they keep a standby
 // replica's cache warm.
 func Informers() []client.Object {
-	return []client.Object{certspec.NewObject(), &corev1.Secret{}}
+	return []client.Object{certspec.NewObject(), secretMeta()}
 }
 
 // CacheOptions makes a downstream cluster cache only the Secrets certhub
@@ -312,7 +320,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(metricsJanitor{m}); err != nil {
+	if err := mgr.Add(metricsJanitor{m: m, secrets: opts.Secrets}); err != nil {
 		return fmt.Errorf("failed to add metrics janitor: %w", err)
 	}
 	if opts.Indexer != nil {
@@ -331,13 +339,24 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if opts.Policy != nil {
 		opts.Policy.Subscribe(feed.kick)
 	}
+	if m := opts.Migration; m != nil {
+		opts.Secrets.readable = func(name multicluster.ClusterName) bool {
+			mode := m.Mode(name)
+			return mode != migrate.Off && mode != migrate.External
+		}
+		m.Subscribe(func(name multicluster.ClusterName) {
+			if mode := m.Mode(name); mode == migrate.Off || mode == migrate.External {
+				opts.Secrets.drop(name) // keys stay downstream: none is kept here either
+			}
+		})
+	}
 	if opts.Rotation != nil {
 		opts.Rotation.Subscribe(feed.kickAll) // a wave started, or a cluster's bundles hold the next CA: its Certificates are decided again
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
 		For(certspec.NewObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
-		Watches(&corev1.Secret{}, mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
+		Watches(secretMeta(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
 		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation

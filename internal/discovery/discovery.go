@@ -43,7 +43,9 @@ type Options struct {
 	Namespaces func(name multicluster.ClusterName) []string
 	// MayRead says whether discovery may read Secrets' data in a cluster:
 	// false where keys must never reach the hub (certhub.io/mode external).
-	// Nil: everywhere.
+	// It is asked before every read, and again on each ModeChanged: a
+	// cluster switched to external stops being read at once, one switched
+	// back is read again, without a new engagement. Nil: everywhere.
 	MayRead func(name multicluster.ClusterName) bool
 	// ReadQPS and ReadBurst bound the Secret reads in each cluster; they
 	// have their own client-side limiter, apart from the issuing clients'.
@@ -135,6 +137,8 @@ type clusterState struct {
 	// typed are the kubernetes.io/tls Secrets the metadata watch holds,
 	// with their resourceVersion.
 	typed map[types.NamespacedName]string
+	// changed is signalled by ModeChanged: MayRead may answer otherwise.
+	changed chan struct{}
 	// listed: the first full read (paged LISTs) is done; until then the
 	// metadata watch only records versions, and nothing is queued.
 	listed bool
@@ -169,7 +173,7 @@ func (st *clusterState) snapshot(now time.Time) ([]Record, bool) {
 // Engage starts discovery in cl until ctx ends; it does not block.
 func (d *Discoverer) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	st := &clusterState{records: map[types.NamespacedName]Record{}, refs: map[types.NamespacedName][]types.NamespacedName{},
-		typed: map[types.NamespacedName]string{}}
+		typed: map[types.NamespacedName]string{}, changed: make(chan struct{}, 1)}
 	d.mu.Lock()
 	d.clusters[name] = st
 	d.mu.Unlock()
@@ -191,20 +195,71 @@ func (d *Discoverer) states() map[multicluster.ClusterName]*clusterState {
 	return maps.Clone(d.clusters)
 }
 
-// run watches cl until ctx ends.
+// ModeChanged tells discovery that MayRead may now answer otherwise for a
+// cluster (its labels changed).
+func (d *Discoverer) ModeChanged(name multicluster.ClusterName) {
+	d.mu.Lock()
+	st := d.clusters[name]
+	d.mu.Unlock()
+	if st != nil {
+		select {
+		case st.changed <- struct{}{}:
+		default: // one pending signal is enough
+		}
+	}
+}
+
+// mayRead is Options.MayRead's answer for a cluster.
+func (d *Discoverer) mayRead(name multicluster.ClusterName) bool {
+	return d.opts.MayRead == nil || d.opts.MayRead(name)
+}
+
+// run watches cl while MayRead allows, until ctx ends: a change of the
+// cluster's mode stops the watch or starts it again.
 func (d *Discoverer) run(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, st *clusterState) {
 	log := d.opts.Log.WithValues("cluster", name)
-	if d.opts.MayRead != nil && !d.opts.MayRead(name) {
-		log.V(1).Info("Discovery skips the cluster: its Secrets' data must not reach the hub")
-		return
-	}
-	w, err := d.newWatch(ctx, name, cl, st, log)
-	if err != nil {
-		if ctx.Err() != nil { // the engagement ended first: nothing to report
+	for {
+		if !d.mayRead(name) {
+			log.V(1).Info("Discovery skips the cluster while its Secrets' data must not reach the hub")
+		} else if !d.watchWhileReadable(ctx, name, cl, st, log) {
 			return
 		}
-		log.Error(err, "Discovery could not start in the cluster")
-		return
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.changed:
+		}
 	}
-	w.run(ctx)
+}
+
+// watchWhileReadable runs one watch of cl until ctx ends or MayRead says no
+// (true: it said no, and the caller waits for the next change).
+func (d *Discoverer) watchWhileReadable(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, st *clusterState, log logr.Logger) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := d.newWatch(wctx, name, cl, st, log)
+	if err != nil {
+		if ctx.Err() == nil { // the engagement ended first: nothing to report
+			log.Error(err, "Discovery could not start in the cluster")
+		}
+		return false
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(wctx)
+	}()
+	for {
+		select {
+		case <-done:
+			return false
+		case <-st.changed:
+			if !d.mayRead(name) {
+				log.Info("Discovery stops reading the cluster: its Secrets' data must not reach the hub now")
+				cancel()
+				<-done
+				return true
+			}
+		}
+	}
 }

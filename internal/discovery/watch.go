@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -398,6 +399,9 @@ func (w *watch) setRefs(ingress types.NamespacedName, secrets []types.Namespaced
 	}
 }
 
+// errKeysStayDownstream: MayRead said no while the pages were read.
+var errKeysStayDownstream = errors.New("the cluster's mode keeps Secrets' data downstream")
+
 // listPage is the page size of the first full read.
 const listPage = 100
 
@@ -409,6 +413,9 @@ func (w *watch) listAll(ctx context.Context) error {
 	for _, ns := range w.namespaces {
 		cont := ""
 		for {
+			if !w.d.mayRead(w.name) {
+				return fmt.Errorf("cluster %s: %w", w.name, errKeysStayDownstream)
+			}
 			page, err := w.secrets.Secrets(ns).List(ctx, metav1.ListOptions{FieldSelector: tlsSecrets, Limit: listPage, Continue: cont})
 			if err != nil {
 				w.d.metrics.reads.WithLabelValues(string(w.name), "Error").Inc()
@@ -439,6 +446,9 @@ func (w *watch) readNext(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
+	if !w.d.mayRead(w.name) {
+		return true // the mode changed: the watch is being stopped
+	}
 	s, err := w.secrets.Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

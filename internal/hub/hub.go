@@ -27,6 +27,7 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -185,6 +186,7 @@ type Hub struct {
 	acme     *acme.Service
 	issuers  *issuance.Resolver
 	rotator  *rotation.Rotator
+	secrets  certsync.Secrets // managed Secrets' data, shared by certsync and the rotation
 	revoker  *revocation.Controller
 	// gate says per cluster whether the hub writes there (mode, cert-manager
 	// still active); it is also the fence of trust and shim.

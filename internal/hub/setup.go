@@ -226,7 +226,8 @@ func (h *Hub) setupRotation(*rest.Config) error {
 	h.rotator, err = rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
 		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: h.provider.Clusters, Scoped: h.provider.NamespaceScoped,
 		GetCluster: h.mgr.GetCluster, Hub: h.mgr.GetLocalManager().GetClient(), Recorder: h.mgr.GetLocalManager().GetEventRecorder("certhub"),
-		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: h.fence, Identity: o.Identity}, ctrl.Log.WithName("rotation"))
+		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: h.fence, Identity: o.Identity,
+		Leaf: h.secrets.Leaf}, ctrl.Log.WithName("rotation"))
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (h *Hub) setupRevocation(*rest.Config) error {
 	local := h.mgr.GetLocalManager()
 	var err error
 	h.revoker, err = revocation.New(revocation.Options{Namespace: o.Namespace, Hub: local.GetClient(), Live: local.GetAPIReader(), Fence: h.fence,
-		Clusters: h.provider.Clusters, ACME: h.acme, Interval: o.RevocationInterval, Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("revocation")})
+		Clusters: h.provider.Clusters, Leaf: h.secrets.Leaf, ACME: h.acme, Interval: o.RevocationInterval, Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("revocation")})
 	if err != nil {
 		return fmt.Errorf("failed to set up revocation: %w", err)
 	}
@@ -265,7 +266,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
-		Revocation:     h.revoker,
+		Revocation: h.revoker, Secrets: &h.secrets,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, MaxNames: o.MaxNamesPerCertificate, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
@@ -348,6 +349,7 @@ func (h *Hub) setupDiscovery(*rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("failed to set up discovery: %w", err)
 	}
+	h.labelSubscribers = append(h.labelSubscribers, d.ModeChanged) // a switch to external stops its reads at once
 	return h.mgr.Add(d)
 }
 

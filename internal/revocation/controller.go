@@ -13,7 +13,6 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +63,10 @@ type Options struct {
 	// Clusters lists every registered cluster (a revocation is Complete
 	// once each one it selects has been looked at). Required.
 	Clusters func() map[multicluster.ClusterName]map[string]string
+	// Leaf reads the certificate of a managed Secret downstream (the hub
+	// passes certsync's Secrets: read once per version, never where the
+	// cluster's mode keeps keys downstream). Required.
+	Leaf func(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*x509.Certificate, error)
 	// ACME revokes ACME certificates at their CA. Nil: they stay Failed.
 	ACME ACMERevoker
 	// Interval is how often each revocation in progress is looked at in
@@ -101,8 +104,8 @@ var _ multicluster.Aware = &Controller{}
 
 // New returns a Controller with its metrics registered.
 func New(opts Options) (*Controller, error) {
-	if opts.Namespace == "" || opts.Hub == nil || opts.Live == nil || opts.Clusters == nil || opts.Registerer == nil {
-		return nil, errors.New("revocation: Namespace, Hub, Live, Clusters and Registerer are required")
+	if opts.Namespace == "" || opts.Hub == nil || opts.Live == nil || opts.Clusters == nil || opts.Leaf == nil || opts.Registerer == nil {
+		return nil, errors.New("revocation: Namespace, Hub, Live, Clusters, Leaf and Registerer are required")
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -266,14 +269,9 @@ func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevoc
 		if !selectsCertificate(rev, crt) {
 			continue
 		}
-		s := &corev1.Secret{}
-		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil ||
-			s.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue {
-			continue // not issued by the hub (or not yet)
-		}
-		leaf, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
-		if err != nil {
-			continue
+		leaf, err := c.opts.Leaf(ctx, multicluster.ClusterName(name), cl, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName})
+		if err != nil || leaf == nil {
+			continue // not issued by the hub (or not yet), or its keys stay downstream
 		}
 		serial := Serial(leaf)
 		current[crt.Namespace+"/"+crt.Name] = serial

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -85,6 +86,9 @@ func newTestController(t *testing.T, objs ...client.Object) (*Controller, client
 		WithStatusSubresource(&hubapi.CertificateRevocation{}).Build()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
 	c, err := New(Options{Namespace: "certhub", Hub: hub, Live: hub, Registerer: prometheus.NewRegistry(), clock: clk,
+		Leaf: func(context.Context, multicluster.ClusterName, cluster.Cluster, client.ObjectKey) (*x509.Certificate, error) {
+			return nil, nil
+		},
 		Clusters: func() map[multicluster.ClusterName]map[string]string {
 			return map[multicluster.ClusterName]map[string]string{"east": nil, "west": nil}
 		}})

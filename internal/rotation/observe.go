@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"sort"
 	"strings"
@@ -80,7 +79,7 @@ func (r *Rotator) observe(ctx context.Context, iss *cmapi.ClusterIssuer, next st
 				continue
 			}
 			p.Total++
-			ready, reason, onNext := r.standing(ctx, cl, crt, nextCA)
+			ready, reason, onNext := r.standing(ctx, name, cl, crt, nextCA)
 			switch {
 			case ready && onNext:
 				p.Moved++
@@ -135,22 +134,14 @@ func (r *Rotator) bundleHolds(bundles []corev1.ConfigMap, iss *cmapi.ClusterIssu
 
 // standing is crt's readiness (and its Ready reason when not ready) and
 // whether its Secret holds a certificate signed by next.
-func (r *Rotator) standing(ctx context.Context, cl cluster.Cluster, crt *cmapi.Certificate, next *x509.Certificate) (ready bool, reason string, onNext bool) {
+func (r *Rotator) standing(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, crt *cmapi.Certificate, next *x509.Certificate) (ready bool, reason string, onNext bool) {
 	for _, c := range crt.Status.Conditions {
 		if c.Type == cmapi.CertificateConditionReady {
 			ready, reason = c.Status == cmmeta.ConditionTrue, c.Reason
 		}
 	}
-	s := &corev1.Secret{}
-	if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName}, s); err != nil {
-		return ready, reason, false
-	}
-	b, _ := pem.Decode(s.Data[corev1.TLSCertKey])
-	if b == nil {
-		return ready, reason, false
-	}
-	leaf, err := x509.ParseCertificate(b.Bytes)
-	return ready, reason, err == nil && leaf.CheckSignatureFrom(next) == nil
+	leaf, err := r.opts.Leaf(ctx, name, cl, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName})
+	return ready, reason, err == nil && leaf != nil && leaf.CheckSignatureFrom(next) == nil
 }
 
 func summarize(missing map[multicluster.ClusterName]int) string {

@@ -48,6 +48,10 @@ type Options struct {
 	Scoped func(multicluster.ClusterName) bool
 	// GetCluster returns an engaged cluster. Required.
 	GetCluster func(context.Context, multicluster.ClusterName) (cluster.Cluster, error)
+	// Leaf reads the certificate of a managed Secret downstream (the hub
+	// passes certsync's Secrets: read once per version, never where the
+	// cluster's mode keeps keys downstream). Required.
+	Leaf func(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*x509.Certificate, error)
 	// Hub reads and writes the hub (cached reads). Required.
 	Hub client.Client
 	// Recorder writes Events on the ClusterIssuers. Required.
@@ -96,8 +100,8 @@ type Rotator struct {
 // New returns a Rotator; add it to the manager (it is a Runnable).
 func New(opts Options, log logr.Logger) (*Rotator, error) {
 	opts.defaults()
-	if opts.Namespace == "" || opts.Clusters == nil || opts.GetCluster == nil || opts.Hub == nil || opts.Recorder == nil {
-		return nil, errors.New("rotation: Namespace, Clusters, GetCluster, Hub and Recorder are required")
+	if opts.Namespace == "" || opts.Clusters == nil || opts.GetCluster == nil || opts.Leaf == nil || opts.Hub == nil || opts.Recorder == nil {
+		return nil, errors.New("rotation: Namespace, Clusters, GetCluster, Leaf, Hub and Recorder are required")
 	}
 	if opts.Fence != nil && opts.Identity == "" {
 		return nil, errors.New("rotation: Identity is required with Fence")

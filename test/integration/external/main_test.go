@@ -27,7 +27,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(suite.Run(m, suite.Options{Issuer: hubIssuer, Downstreams: 2, Unregistered: 2,
+	// The third downstream is registered by TestSwitchToExternalStopsEveryRead.
+	os.Exit(suite.Run(m, suite.Options{Issuer: hubIssuer, Downstreams: 3, Unregistered: 3,
 		Hub: func(o *hub.Options) {
 			o.IssuerRetryInterval = time.Second
 			o.CertManagerCheckInterval = time.Second

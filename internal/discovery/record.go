@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
@@ -52,6 +53,24 @@ const MinRSABits = 2048
 
 // maxNames caps the DNS names kept per certificate (NameCount has them all).
 const maxNames = 10
+
+// maxString caps every string a record keeps from a tenant's Secret (a
+// subject, an issuer, a name, an annotation): a self-signed certificate can
+// carry a subject of a megabyte, and one record must not fill the
+// cluster's report (a ConfigMap, at most 1 MiB) for every other.
+const maxString = 256
+
+// clip bounds s to maxString bytes, at a rune boundary, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxString {
+		return s
+	}
+	cut := maxString - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // Record is what discovery keeps of one Secret's certificate: public
 // facts of its leaf (never key material), and who manages it.
@@ -102,16 +121,19 @@ func managedOf(m metav1.Object) (Managed, string) {
 func inspect(s *corev1.Secret) Record {
 	r := Record{Namespace: s.Namespace, Secret: s.Name, resourceVersion: s.ResourceVersion}
 	r.Managed, r.Certificate = managedOf(s)
+	r.Certificate = clip(r.Certificate)
 	leaf, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
 	if err != nil {
 		r.static = []Problem{ProblemUnparseable}
 		return r
 	}
-	r.Subject, r.Issuer = leaf.Subject.String(), leaf.Issuer.String()
+	r.Subject, r.Issuer = clip(leaf.Subject.String()), clip(leaf.Issuer.String())
 	r.Serial = fmt.Sprintf("%X", leaf.SerialNumber)
 	r.NotBefore, r.NotAfter = leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
 	r.NameCount = len(leaf.DNSNames) + len(leaf.IPAddresses) + len(leaf.URIs) + len(leaf.EmailAddresses)
-	r.DNSNames = slices.Clone(leaf.DNSNames[:min(len(leaf.DNSNames), maxNames)])
+	for _, n := range leaf.DNSNames[:min(len(leaf.DNSNames), maxNames)] {
+		r.DNSNames = append(r.DNSNames, clip(n))
+	}
 	r.SignatureAlgorithm = leaf.SignatureAlgorithm.String()
 	switch pub := leaf.PublicKey.(type) {
 	case *rsa.PublicKey:

@@ -2,8 +2,10 @@ package discovery
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,5 +72,21 @@ func TestExpiredIsDecidedWhenReported(t *testing.T) {
 	}
 	if got := r.at(now.Add(2 * time.Hour)).Problems; !slices.Equal(got, []Problem{ProblemExpired}) {
 		t.Fatalf("after notAfter: problems %v, want Expired", got)
+	}
+}
+
+// A tenant's Secret bounds what its record keeps: an annotation of 100 KiB
+// and a name of 1,000 multi-byte runes are cut to maxString bytes, still
+// valid UTF-8, and marked cut.
+func TestRecordStringsAreBounded(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	r := inspect(fixture.TLSSecret(t, "ns", "huge", fixture.WithSecretAnnotation(cmapi.CertificateNameKey, strings.Repeat("x", 100<<10))))
+	for what, s := range map[string]string{"certificate": r.Certificate, "clipped name": clip(long), "short": clip("web")} {
+		if len(s) > maxString || !utf8.ValidString(s) {
+			t.Errorf("%s: %d bytes (valid UTF-8: %v), want at most %d", what, len(s), utf8.ValidString(s), maxString)
+		}
+	}
+	if !strings.HasSuffix(r.Certificate, "…") || clip("web") != "web" {
+		t.Errorf("a cut string is marked, a short one kept: %q, %q", r.Certificate[len(r.Certificate)-8:], clip("web"))
 	}
 }

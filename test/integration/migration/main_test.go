@@ -52,7 +52,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(suite.Run(m, suite.Options{Issuer: otherIssuer, Downstreams: 4, Unregistered: 4,
+	os.Exit(suite.Run(m, suite.Options{Issuer: otherIssuer, Downstreams: 5, Unregistered: 5,
 		Hub: func(o *hub.Options) {
 			o.CertManagerCheckInterval = time.Second
 			o.IssuanceRate = issuanceRate

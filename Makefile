@@ -8,6 +8,8 @@
 #                     shard and chaos: 3 replica processes; chaos breaks replicas
 #                     and API servers while it issues, then checks invariants.
 #   chaos             the long chaos run (10 min), outside `make test`.
+#   test-flood        30,000 Certificates waiting in one namespace beside a
+#                     neighbour (test/integration/flood at full size; 1,000 in make test).
 #   test-e2e          test/e2e: the built `certhub-demo` (running `certhub`), whole and
 #                     interrupted midway (nothing left running).
 #   test-argocd       test/argocd, its own Go module pinning argo-cd/v3: Argo CD's
@@ -107,6 +109,11 @@ test-integration: envtest acme-bed ## Integration tests on real API servers (1 h
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) -v -run TestChaos ./test/integration/chaos/ 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
 	@# acme holds the longest tests (Pebble + BIND: short-lived certificates through two lifetimes, a flood of 500): over go test's default 10m.
 	CERTHUB_ACME_BED="$$(hack/ensure-acme-bed.sh)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race -timeout 30m $(GOTEST_FLAGS) $$($(GO) list ./test/integration/... | grep -v '/test/integration/\(shard\|chaos\)$$')
+
+FLOOD_CERTIFICATES ?= 30000
+.PHONY: test-flood
+test-flood: envtest ## Long form of test/integration/flood: FLOOD_CERTIFICATES (default 30,000) Certificates waiting in one namespace, a neighbour Ready within 30 s
+	CERTHUB_FLOOD_CERTIFICATES=$(FLOOD_CERTIFICATES) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -count=1 -timeout 30m -v ./test/integration/flood/ 2>&1 | grep --line-buffered -v '^20[0-9-]*T'
 
 CHAOS_DURATION ?= 10m
 CHAOS_FLAGS ?= -chaos.certs=1000 -chaos.updates=1000

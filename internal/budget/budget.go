@@ -16,6 +16,9 @@ const (
 	// MaxWait bounds the wait Admit returns, so waiters ask again and their
 	// order is refreshed.
 	MaxWait = 10 * time.Second
+	// MaxOverflowWait bounds the wait of a waiter its tenant's full list
+	// leaves out (Options.MaxTenantWaiters).
+	MaxOverflowWait = 5 * time.Minute
 	// StaleAfter forgets a waiter that has not asked for this long.
 	StaleAfter = 3 * MaxWait
 	// minWait is the shortest wait Admit returns.
@@ -47,7 +50,8 @@ type Options struct {
 	Reserve float64
 	// MaxTenantWaiters is how many waiters are remembered per tenant; a
 	// waiter of a tenant that has this many, all served before it, is told
-	// to ask again after MaxWait. Defaults to DefaultMaxTenantWaiters.
+	// to ask again once they could have been served (overflowWait).
+	// Defaults to DefaultMaxTenantWaiters.
 	MaxTenantWaiters int
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -129,7 +133,7 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time, lane Lane) time
 	b.room.expire(now, key)
 	e, ok := b.room.put(key, tenant, due, lane, now)
 	if !ok {
-		return MaxWait // its tenant's list is full of waiters served first
+		return b.overflowWait(tenant, due, now, rate)
 	}
 	// A tenant with nothing else waiting may take the reserve, behind the
 	// other such tenants only.
@@ -155,6 +159,24 @@ func (b *Budget) Admit(key string, tenant Tenant, due time.Time, lane Lane) time
 		wait = min(wait, until) // ask again when due: the order may have changed
 	}
 	return min(max(wait, minWait), MaxWait)
+}
+
+// overflowWait is the wait of a waiter its tenant's full list left out:
+// every waiter of that list goes first, so it cannot be admitted before
+// they are served at the whole rate — it asks again then (at least after
+// MaxWait, at most after MaxOverflowWait, and by its due time: a waiter
+// due sooner than the list's last takes its place). Tens of thousands of
+// a tenant's Certificates thus ask a few times an hour, not every MaxWait.
+func (b *Budget) overflowWait(tenant Tenant, due, now time.Time, rate float64) time.Duration {
+	if rate <= 0 {
+		return MaxWait
+	}
+	ahead := b.room.tenants[keyOf(tenant)].len()
+	wait := min(time.Duration(float64(ahead)/rate*float64(time.Second)), MaxOverflowWait)
+	if until := due.Sub(now); until > 0 {
+		wait = min(wait, until)
+	}
+	return max(wait, MaxWait)
 }
 
 // reserve is how many tokens a tenant with a backlog leaves in the bucket:

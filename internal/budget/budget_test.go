@@ -45,13 +45,17 @@ func TestAdmit(t *testing.T) {
 		{"a waiter that stopped asking is forgotten", Options{Rate: 1}, []ask{
 			{0, "a", hour, 0}, {0, "gone", t0.Add(time.Minute), time.Second},
 			{StaleAfter + time.Second, "b", hour, 0}}},
-		{"a full waiting list tells a later waiter to ask again after MaxWait", Options{Rate: 1, MaxTenantWaiters: 2}, []ask{
-			{0, "a", hour, 0}, {0, "b", hour, time.Second}, {0, "c", hour, 2 * time.Second},
-			{0, "d", hour, MaxWait}}},
+		{"a full waiting list tells a later waiter to ask again once the list could be served", Options{Rate: 0.1, MaxTenantWaiters: 2}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, MaxWait}, {0, "c", hour, MaxWait},
+			{0, "d", hour, 20 * time.Second}, // not remembered: 2 ahead at 0.1/s
+			{0, "e", t0.Add(15 * time.Second), MaxWait}, // nearer due: takes c's place
+			{0, "c", hour, 20 * time.Second}}},
+		{"an overflow wait is at least MaxWait and at most MaxOverflowWait", Options{Rate: 0.001, MaxTenantWaiters: 1}, []ask{
+			{0, "a", hour, 0}, {0, "b", hour, MaxWait}, {0, "c", t0.Add(2 * time.Hour), MaxOverflowWait}}},
 		{"a nearer due takes the place of the tenant's last waiter", Options{Rate: 1, MaxTenantWaiters: 2}, []ask{
 			{0, "a", hour, 0}, {0, "b", hour, time.Second}, {0, "c", hour, 2 * time.Second},
 			{0, "soon", t0.Add(time.Minute), time.Second},
-			// c was forgotten: it asks again behind b and soon
+			// c was forgotten: it asks again behind b and soon (2 ahead at 1/s)
 			{time.Second, "c", hour, MaxWait}, {time.Second, "soon", t0.Add(time.Minute), 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

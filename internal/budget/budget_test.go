@@ -47,7 +47,7 @@ func TestAdmit(t *testing.T) {
 			{StaleAfter + time.Second, "b", hour, 0}}},
 		{"a full waiting list tells a later waiter to ask again once the list could be served", Options{Rate: 0.1, MaxTenantWaiters: 2}, []ask{
 			{0, "a", hour, 0}, {0, "b", hour, MaxWait}, {0, "c", hour, MaxWait},
-			{0, "d", hour, 20 * time.Second}, // not remembered: 2 ahead at 0.1/s
+			{0, "d", hour, 20 * time.Second},            // not remembered: 2 ahead at 0.1/s
 			{0, "e", t0.Add(15 * time.Second), MaxWait}, // nearer due: takes c's place
 			{0, "c", hour, 20 * time.Second}}},
 		{"an overflow wait is at least MaxWait and at most MaxOverflowWait", Options{Rate: 0.001, MaxTenantWaiters: 1}, []ask{

@@ -32,6 +32,6 @@ func TestMain(m *testing.M) {
 	}
 	defer logs.Close()
 	os.Exit(suite.Run(m, suite.Options{Issuer: issuerName, Downstreams: 2, Logs: logs,
-		Hub: func(o *hub.Options) { o.IssuanceRate = issuanceRate },
+		Hub:   func(o *hub.Options) { o.IssuanceRate = issuanceRate },
 		Setup: func(context.Context, *suite.Env) error { return nil }}, &env))
 }

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
 )
@@ -259,9 +261,19 @@ func (c *Controller) advance(ctx context.Context, rev *hubapi.CertificateRevocat
 // renew each, and revokes each old serial once replaced (or gone).
 func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevocation, name string, cl cluster.Cluster, entries map[string]hubapi.RevokedCertificate) (hubapi.RevocationClusterStatus, error) {
 	row := hubapi.RevocationClusterStatus{Cluster: name}
-	list := &cmapi.CertificateList{}
-	if err := cl.GetClient().List(ctx, list); err != nil {
+	// Unstructured, as certsync caches them: one Certificate cert-manager's
+	// Go types cannot decode (the API server accepts `duration: 1 day`)
+	// must not blind the revocation to the rest of its cluster.
+	ulist := certspec.NewList()
+	if err := cl.GetClient().List(ctx, ulist); err != nil {
 		return row, fmt.Errorf("failed to list Certificates: %w", err)
+	}
+	list := &cmapi.CertificateList{}
+	for i := range ulist.Items {
+		crt := cmapi.Certificate{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(ulist.Items[i].Object, &crt) == nil {
+			list.Items = append(list.Items, crt) // an undecodable one names nothing certhub issued
+		}
 	}
 	current := map[string]string{} // namespace/name → serial in its Secret now
 	for i := range list.Items {

@@ -8,6 +8,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,13 +24,13 @@ func TestDecodeCertificate(t *testing.T) {
 		mutate            func(map[string]any)
 	}{
 		{"valid", "", "", func(map[string]any) {}},
-		{"duration with a word unit", ReasonInvalidLifetime, `spec.duration: Invalid value: "1 day": is not a duration`, func(o map[string]any) {
+		{"duration with a word unit", reasons.InvalidLifetime, `spec.duration: Invalid value: "1 day": is not a duration`, func(o map[string]any) {
 			_ = unstructured.SetNestedField(o, "1 day", "spec", "duration")
 		}},
-		{"renewBefore a number", ReasonInvalidLifetime, "spec.renewBefore: Invalid value: 3600: must be a duration string", func(o map[string]any) {
+		{"renewBefore a number", reasons.InvalidLifetime, "spec.renewBefore: Invalid value: 3600: must be a duration string", func(o map[string]any) {
 			_ = unstructured.SetNestedField(o, int64(3600), "spec", "renewBefore")
 		}},
-		{"dnsNames not a list", ReasonInvalidSpec, "cannot be decoded as a cert-manager.io/v1 Certificate", func(o map[string]any) {
+		{"dnsNames not a list", reasons.InvalidSpec, "cannot be decoded as a cert-manager.io/v1 Certificate", func(o map[string]any) {
 			_ = unstructured.SetNestedField(o, "web.example.com", "spec", "dnsNames")
 		}},
 	} {

@@ -19,32 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-)
-
-// Reasons used for both Certificate condition reasons and Event reasons,
-// by the field that is invalid.
-const (
-	// ReasonInvalidSpec: the Certificate spec cannot be turned into a certificate.
-	// The Invalid* reasons below narrow it down by field; the message lists every field error.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonInvalidNames: commonName, dnsNames, ipAddresses, uris, emailAddresses or otherNames (or none at all).
-	ReasonInvalidNames = "InvalidNames"
-	// ReasonInvalidSubject: subject / literalSubject.
-	ReasonInvalidSubject = "InvalidSubject"
-	// ReasonInvalidLifetime: duration, renewBefore, renewBeforePercentage, renewal.
-	ReasonInvalidLifetime = "InvalidLifetime"
-	// ReasonInvalidPrivateKey: privateKey algorithm, size, encoding or rotationPolicy.
-	ReasonInvalidPrivateKey = "InvalidPrivateKey"
-	// ReasonInvalidUsages: an unknown key usage.
-	ReasonInvalidUsages = "InvalidUsages"
-	// ReasonInvalidKeystores: keystores without (or with two) passwords, or an unknown profile.
-	ReasonInvalidKeystores = "InvalidKeystores"
-	// ReasonInvalidOutputFormats: an unknown additionalOutputFormats type.
-	ReasonInvalidOutputFormats = "InvalidOutputFormats"
-	// ReasonInvalidSecretName: secretName, or secretTemplate trying to set cert-manager.io annotations.
-	ReasonInvalidSecretName = "InvalidSecretName"
-	// ReasonInvalidIssuerRef: issuerRef without a name.
-	ReasonInvalidIssuerRef = "InvalidIssuerRef"
+	"github.com/certhub/certhub/internal/apis/reasons"
 )
 
 // Limits from cert-manager's API (pkg/apis/certmanager/v1).
@@ -72,26 +47,26 @@ func (e *Error) Error() string { return e.Errs.ToAggregate().Error() }
 // reasonFor maps a field path to the condition reason users see.
 func reasonFor(path string) string {
 	for _, r := range []struct{ prefix, reason string }{
-		{"spec.secretName", ReasonInvalidSecretName},
-		{"spec.secretTemplate", ReasonInvalidSecretName},
-		{"spec.issuerRef", ReasonInvalidIssuerRef},
-		{"spec.subject", ReasonInvalidSubject},
-		{"spec.literalSubject", ReasonInvalidSubject},
-		{"spec.duration", ReasonInvalidLifetime},
-		{"spec.renewBefore", ReasonInvalidLifetime},
-		{"spec.renewal", ReasonInvalidLifetime},
-		{"spec.privateKey", ReasonInvalidPrivateKey},
-		{"spec.usages", ReasonInvalidUsages},
-		{"spec.keystores", ReasonInvalidKeystores},
-		{"spec.additionalOutputFormats", ReasonInvalidOutputFormats},
-		{"spec.revisionHistoryLimit", ReasonInvalidSpec},
-		{"spec.nameConstraints", ReasonInvalidSpec},
+		{"spec.secretName", reasons.InvalidSecretName},
+		{"spec.secretTemplate", reasons.InvalidSecretName},
+		{"spec.issuerRef", reasons.InvalidIssuerRef},
+		{"spec.subject", reasons.InvalidSubject},
+		{"spec.literalSubject", reasons.InvalidSubject},
+		{"spec.duration", reasons.InvalidLifetime},
+		{"spec.renewBefore", reasons.InvalidLifetime},
+		{"spec.renewal", reasons.InvalidLifetime},
+		{"spec.privateKey", reasons.InvalidPrivateKey},
+		{"spec.usages", reasons.InvalidUsages},
+		{"spec.keystores", reasons.InvalidKeystores},
+		{"spec.additionalOutputFormats", reasons.InvalidOutputFormats},
+		{"spec.revisionHistoryLimit", reasons.InvalidSpec},
+		{"spec.nameConstraints", reasons.InvalidSpec},
 	} {
 		if strings.HasPrefix(path, r.prefix) {
 			return r.reason
 		}
 	}
-	return ReasonInvalidNames // commonName, dnsNames, ipAddresses, uris, emailAddresses, otherNames, "no names"
+	return reasons.InvalidNames // commonName, dnsNames, ipAddresses, uris, emailAddresses, otherNames, "no names"
 }
 
 var knownUsages = map[cmapi.KeyUsage]bool{
@@ -403,14 +378,14 @@ func Decode(u *unstructured.Unstructured) (*cmapi.Certificate, error) {
 		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", f); found {
 			s, ok := v.(string)
 			if !ok {
-				return nil, &Error{Reason: ReasonInvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), v, "must be a duration string, e.g. 2160h")}}
+				return nil, &Error{Reason: reasons.InvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), v, "must be a duration string, e.g. 2160h")}}
 			}
 			if _, perr := time.ParseDuration(s); perr != nil {
-				return nil, &Error{Reason: ReasonInvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), s, fmt.Sprintf("is not a duration (%v); use Go duration units, e.g. 24h", perr))}}
+				return nil, &Error{Reason: reasons.InvalidLifetime, Errs: field.ErrorList{field.Invalid(p.Child(f), s, fmt.Sprintf("is not a duration (%v); use Go duration units, e.g. 24h", perr))}}
 			}
 		}
 	}
-	return nil, &Error{Reason: ReasonInvalidSpec, Errs: field.ErrorList{field.Invalid(p, "...", "cannot be decoded as a cert-manager.io/v1 Certificate: "+err.Error())}}
+	return nil, &Error{Reason: reasons.InvalidSpec, Errs: field.ErrorList{field.Invalid(p, "...", "cannot be decoded as a cert-manager.io/v1 Certificate: "+err.Error())}}
 }
 
 // Validate is the hub's verdict on a Certificate object as an API server

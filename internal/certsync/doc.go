@@ -30,7 +30,7 @@
 //   - The fence is asked before every downstream write, not only when the
 //     cluster is engaged.
 //   - Bad input (invalid spec, missing issuer, foreign Secret) ends as
-//     Ready=False with a reason from reasons.go and a Warning Event; nothing is
+//     Ready=False with a reason from internal/apis/reasons and a Warning Event; nothing is
 //     written to the Secret.
 //   - Certificates are read unstructured and decoded one by one, validated
 //     and compared with what was issued by internal/certspec (as

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,12 +19,12 @@ func TestEventsOnlyByTheOwner(t *testing.T) {
 	h := newReconcilerHarness(t, nil, testCertificate())
 	tg := &target{name: "east", crt: testCertificate(), rec: h.rec}
 	h.own.owned = false
-	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, ReasonIssuanceFailed, "lost")
+	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, reasons.IssuanceFailed, "lost")
 	if ev := h.events(); ev != "" {
 		t.Errorf("a non-owner recorded %q", ev)
 	}
 	h.own.owned = true
-	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, ReasonIssuanceFailed, "kept")
+	h.r.eventf(tg, tg.crt, corev1.EventTypeWarning, reasons.IssuanceFailed, "kept")
 	if ev := h.events(); !strings.Contains(ev, "kept") {
 		t.Errorf("the owner's Event is missing: %q", ev)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 
 	"github.com/certhub/certhub/internal/outputs"
 )
@@ -108,7 +109,7 @@ func (r *reconciler) gather(ctx context.Context, t *target) (gathered, bool, rec
 		if why := notAdoptable(secret, crt); why != "" {
 			// The foreign Secret is not watched (the cache holds managed
 			// Secrets only): look again for an adoption grant.
-			return gathered{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ReasonSecretNotOwned, why)
+			return gathered{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, reasons.SecretNotOwned, why)
 		}
 		t.adopting = true
 	}
@@ -119,13 +120,13 @@ func (r *reconciler) gather(ctx context.Context, t *target) (gathered, bool, rec
 	if owner != crt.Name {
 		msg := fmt.Sprintf("Secret %q is also the secretName of Certificate(s) %s in this namespace; %q owns it (the one the Secret's %s annotation names, else the oldest), so nothing is issued for this Certificate until it is the only one",
 			crt.Spec.SecretName, strings.Join(others, ", "), owner, cmapi.CertificateNameKey)
-		return gathered{}, true, reconcile.Result{RequeueAfter: duplicateRequeue}, r.setNotReady(ctx, t, ReasonDuplicateSecretName, msg)
+		return gathered{}, true, reconcile.Result{RequeueAfter: duplicateRequeue}, r.setNotReady(ctx, t, reasons.DuplicateSecretName, msg)
 	}
 	pw, err := r.keystorePasswords(ctx, t)
 	if err != nil {
 		var nf *passwordError
 		if errors.As(err, &nf) {
-			return gathered{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, ReasonKeystorePasswordNotFound, nf.Error())
+			return gathered{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, reasons.KeystorePasswordNotFound, nf.Error())
 		}
 		return gathered{}, true, reconcile.Result{}, err
 	}

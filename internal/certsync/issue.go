@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
@@ -77,7 +78,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if d := t.decision.ForIssuer(issuance.SelfSigned(issuer)); !d.Allowed {
 		// Decided on the signer itself, so an issuer changed since the
 		// policy looked cannot lend the default's allowance to a hub CA.
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+d.Message)
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+d.Message)
 	}
 
 	key := st.key
@@ -100,16 +101,16 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 			}
 		}
 		if key, err = pki.GeneratePrivateKeyForCertificate(crt); err != nil {
-			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot generate private key: %v", err))
+			return reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot generate private key: %v", err))
 		}
 	}
 	keyPEM, err := encodeKey(crt, key)
 	if err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
 	res, err := issuer.Sign(ctx, issuance.Request{Template: t.template, PublicKey: key.Public(), PrivateKey: key})
 	if err != nil {
-		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error()))
 	}
 	return r.write(ctx, t, existing, pw, rec, res, keyPEM, "")
 }
@@ -147,7 +148,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 		return r.issuerError(ctx, t, ie)
 	}
 	if err != nil {
-		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error()))
 	}
 	if res.PrivateKey == nil {
 		res.PrivateKey = key
@@ -157,11 +158,11 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 	}
 	keyPEM, err := encodeKey(crt, res.PrivateKey)
 	if err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
 	hash, err := certspec.RequestHash(crt)
 	if err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build the request from spec: %v", err))
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot build the request from spec: %v", err))
 	}
 	return r.write(ctx, t, existing, pw, rec, res, keyPEM, hash)
 }
@@ -177,15 +178,15 @@ func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secr
 
 	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String(), requestHash: requestHash}
 	if d.extra, err = outputs.Extra(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error())
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error())
 	}
 	if err := r.applySecret(ctx, t, existing, d); err != nil {
 		if errors.Is(err, fence.ErrNotOwner) {
 			return reconcile.Result{}, nil // ownership moved while signing; the new owner issues
 		}
-		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, ReasonIssuanceFailed, err.Error()))
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error()))
 	}
-	r.eventf(t, crt, corev1.EventTypeNormal, ReasonIssuing, "The certificate has been successfully issued")
+	r.eventf(t, crt, corev1.EventTypeNormal, reasons.Issuing, "The certificate has been successfully issued")
 	return r.setReady(ctx, t, cert, 1)
 }
 

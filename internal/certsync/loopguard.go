@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 )
 
 // The loop guard stops a Certificate that is issued again and again for the
@@ -128,11 +129,11 @@ func (g loopGuard) delay(attempts int) time.Duration {
 func (g loopGuard) decide(crt *cmapi.Certificate, secret *corev1.Secret, reason string, now time.Time) guardDecision {
 	fresh := loopRecord{generation: crt.Generation, count: 1, since: now}
 	rec, ok := parseLoopRecord(secret)
-	if reason == ReasonDoesNotExist || reason == ReasonManuallyTriggered || !ok || rec.generation != crt.Generation {
+	if reason == reasons.DoesNotExist || reason == reasons.ManuallyTriggered || !ok || rec.generation != crt.Generation {
 		return guardDecision{allow: true, record: fresh}
 	}
 	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil &&
-		ready.Reason == ReasonIssuanceLoop && ready.ObservedGeneration == crt.Generation && crt.Status.LastFailureTime != nil {
+		ready.Reason == reasons.IssuanceLoop && ready.ObservedGeneration == crt.Generation && crt.Status.LastFailureTime != nil {
 		attempts := 1
 		if a := crt.Status.FailedIssuanceAttempts; a != nil && *a > 0 {
 			attempts = *a

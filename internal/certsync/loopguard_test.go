@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 )
 
 func TestLoopGuardDecide(t *testing.T) {
@@ -26,7 +27,7 @@ func TestLoopGuardDecide(t *testing.T) {
 	paused := func(failedAt time.Time, attempts int) func(*cmapi.Certificate) {
 		return func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse,
-				Reason: ReasonIssuanceLoop, ObservedGeneration: c.Generation}}
+				Reason: reasons.IssuanceLoop, ObservedGeneration: c.Generation}}
 			c.Status.LastFailureTime = &metav1.Time{Time: failedAt}
 			c.Status.FailedIssuanceAttempts = ptr.To(attempts)
 		}
@@ -39,37 +40,37 @@ func TestLoopGuardDecide(t *testing.T) {
 		want    guardDecision
 		wantRec string // when allowed
 	}{
-		{name: "first issuance", secret: nil, reason: ReasonDoesNotExist,
+		{name: "first issuance", secret: nil, reason: reasons.DoesNotExist,
 			want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "second issuance counts on", secret: secret(rec(3, 1, now.Add(-time.Minute), 0)), reason: ReasonIncorrectCertificate,
+		{name: "second issuance counts on", secret: secret(rec(3, 1, now.Add(-time.Minute), 0)), reason: reasons.IncorrectCertificate,
 			want: guardDecision{allow: true}, wantRec: rec(3, 2, now.Add(-time.Minute), 0)},
-		{name: "the last allowed one", secret: secret(rec(3, 4, now.Add(-time.Minute), 0)), reason: ReasonKeyMismatch,
+		{name: "the last allowed one", secret: secret(rec(3, 4, now.Add(-time.Minute), 0)), reason: reasons.KeyMismatch,
 			want: guardDecision{allow: true}, wantRec: rec(3, 5, now.Add(-time.Minute), 0)},
-		{name: "one more trips", secret: secret(rec(3, 5, now.Add(-time.Minute), 0)), reason: ReasonKeyMismatch,
+		{name: "one more trips", secret: secret(rec(3, 5, now.Add(-time.Minute), 0)), reason: reasons.KeyMismatch,
 			want: guardDecision{tripped: true, attempts: 1, retry: now.Add(5 * time.Minute), count: 5, since: now.Add(-time.Minute)}},
-		{name: "a second trip doubles the pause", secret: secret(rec(3, 5, now.Add(-time.Minute), 1)), reason: ReasonRenewing,
+		{name: "a second trip doubles the pause", secret: secret(rec(3, 5, now.Add(-time.Minute), 1)), reason: reasons.Renewing,
 			want: guardDecision{tripped: true, attempts: 2, retry: now.Add(10 * time.Minute), count: 5, since: now.Add(-time.Minute)}},
-		{name: "the pause is capped at an hour", secret: secret(rec(3, 5, now.Add(-time.Minute), 9)), reason: ReasonRenewing,
+		{name: "the pause is capped at an hour", secret: secret(rec(3, 5, now.Add(-time.Minute), 9)), reason: reasons.Renewing,
 			want: guardDecision{tripped: true, attempts: 10, retry: now.Add(time.Hour), count: 5, since: now.Add(-time.Minute)}},
-		{name: "a quiet window starts the count again", secret: secret(rec(3, 5, now.Add(-time.Hour), 2)), reason: ReasonRenewing,
+		{name: "a quiet window starts the count again", secret: secret(rec(3, 5, now.Add(-time.Hour), 2)), reason: reasons.Renewing,
 			want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "spec change starts the count again", secret: secret(rec(2, 5, now.Add(-time.Minute), 1)), reason: ReasonIncorrectCertificate,
+		{name: "spec change starts the count again", secret: secret(rec(2, 5, now.Add(-time.Minute), 1)), reason: reasons.IncorrectCertificate,
 			want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "Secret deleted starts the count again", secret: nil, reason: ReasonDoesNotExist, crt: paused(now.Add(-time.Minute), 1),
+		{name: "Secret deleted starts the count again", secret: nil, reason: reasons.DoesNotExist, crt: paused(now.Add(-time.Minute), 1),
 			want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "manual trigger starts the count again", secret: secret(rec(3, 5, now.Add(-time.Minute), 1)), reason: ReasonManuallyTriggered,
+		{name: "manual trigger starts the count again", secret: secret(rec(3, 5, now.Add(-time.Minute), 1)), reason: reasons.ManuallyTriggered,
 			crt: paused(now.Add(-time.Minute), 1), want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "a malformed record starts the count again", secret: secret("count=lots"), reason: ReasonKeyMismatch,
+		{name: "a malformed record starts the count again", secret: secret("count=lots"), reason: reasons.KeyMismatch,
 			want: guardDecision{allow: true}, wantRec: rec(3, 1, now, 0)},
-		{name: "paused: waits for the back-off", secret: secret(rec(3, 5, now.Add(-3*time.Minute), 0)), reason: ReasonKeyMismatch,
+		{name: "paused: waits for the back-off", secret: secret(rec(3, 5, now.Add(-3*time.Minute), 0)), reason: reasons.KeyMismatch,
 			crt:  paused(now.Add(-2*time.Minute), 1),
 			want: guardDecision{attempts: 1, retry: now.Add(3 * time.Minute), count: 5, since: now.Add(-3 * time.Minute)}},
-		{name: "paused twice: waits for the doubled back-off", secret: secret(rec(3, 5, now.Add(-8*time.Minute), 1)), reason: ReasonKeyMismatch,
+		{name: "paused twice: waits for the doubled back-off", secret: secret(rec(3, 5, now.Add(-8*time.Minute), 1)), reason: reasons.KeyMismatch,
 			crt:  paused(now.Add(-7*time.Minute), 2),
 			want: guardDecision{attempts: 2, retry: now.Add(3 * time.Minute), count: 5, since: now.Add(-8 * time.Minute)}},
-		{name: "paused: one try when the back-off is over, at the limit", secret: secret(rec(3, 5, now.Add(-6*time.Minute), 0)), reason: ReasonKeyMismatch,
+		{name: "paused: one try when the back-off is over, at the limit", secret: secret(rec(3, 5, now.Add(-6*time.Minute), 0)), reason: reasons.KeyMismatch,
 			crt: paused(now.Add(-5*time.Minute), 1), want: guardDecision{allow: true}, wantRec: rec(3, 5, now, 1)},
-		{name: "paused for an older generation: not paused", secret: secret(rec(3, 1, now.Add(-time.Minute), 0)), reason: ReasonKeyMismatch,
+		{name: "paused for an older generation: not paused", secret: secret(rec(3, 1, now.Add(-time.Minute), 0)), reason: reasons.KeyMismatch,
 			crt: func(c *cmapi.Certificate) {
 				paused(now.Add(-time.Minute), 1)(c)
 				c.Status.Conditions[0].ObservedGeneration = 2
@@ -106,7 +107,7 @@ func TestLoopGuardStopsALoop(t *testing.T) {
 	crt.Generation = 1
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	var s *corev1.Secret
-	reason := ReasonDoesNotExist
+	reason := reasons.DoesNotExist
 	issued := 0
 	var pauses []time.Duration
 	for step := 0; step < 200 && len(pauses) < 6; step++ {
@@ -117,7 +118,7 @@ func TestLoopGuardStopsALoop(t *testing.T) {
 			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{hubapi.IssuancesAnnotation: d.record.String()}}}
 			crt.Status.Conditions = nil // setReady after the issuance
 			crt.Status.LastFailureTime, crt.Status.FailedIssuanceAttempts = nil, nil
-			reason = ReasonKeyMismatch // the second writer breaks it again at once
+			reason = reasons.KeyMismatch // the second writer breaks it again at once
 			now = now.Add(time.Second)
 		case d.tripped:
 			pauses = append(pauses, d.retry.Sub(now))
@@ -125,7 +126,7 @@ func TestLoopGuardStopsALoop(t *testing.T) {
 				t.Fatalf("the guard tripped after %d issuances, want 5", issued)
 			}
 			paused := d.attempts
-			crt.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: ReasonIssuanceLoop, ObservedGeneration: 1}}
+			crt.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: reasons.IssuanceLoop, ObservedGeneration: 1}}
 			crt.Status.LastFailureTime = &metav1.Time{Time: now}
 			crt.Status.FailedIssuanceAttempts = &paused
 		default:

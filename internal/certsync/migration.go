@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/migrate"
@@ -65,15 +66,15 @@ func migrationSource(m Migration, get func(context.Context, multicluster.Cluster
 // planKeep records, in a cluster the hub does not write in, that the
 // Secret's certificate stays (taken over from cert-manager when adopting).
 func (r *reconciler) planKeep(_ context.Context, t *target, decision policy.Decision, d decision, now time.Time) (reconcile.Result, error) {
-	action, reason, message := migrate.ActionKeep, ReasonReady, "Certificate is up to date and has not expired"
+	action, reason, message := migrate.ActionKeep, reasons.Ready, "Certificate is up to date and has not expired"
 	if t.adopting {
 		action, message = migrate.ActionAdopt, "The Secret cert-manager wrote for this Certificate matches the spec and comes from the same issuer: taken over without a new certificate"
 	}
 	switch {
 	case d.state != nil && d.state.cert != nil && !now.Before(d.state.cert.NotAfter):
-		reason, message = ReasonExpired, "Certificate expired on "+d.state.cert.NotAfter.Format(time.RFC1123)
+		reason, message = reasons.Expired, "Certificate expired on "+d.state.cert.NotAfter.Format(time.RFC1123)
 	case !decision.Allowed:
-		reason, message = ReasonPolicyDenied, "Kept, but the issuance policies no longer allow it: "+decision.Message
+		reason, message = reasons.PolicyDenied, "Kept, but the issuance policies no longer allow it: "+decision.Message
 	}
 	r.plan(t, action, reason, message)
 	return reconcile.Result{}, nil
@@ -92,7 +93,7 @@ func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reco
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
 	if pd := t.decision.ForIssuer(issuance.SelfSigned(iss)); !pd.Allowed {
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+pd.Message)
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+pd.Message)
 	}
 	action := migrate.ActionReissue
 	if d.state == nil || d.state.cert == nil {

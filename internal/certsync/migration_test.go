@@ -23,6 +23,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -341,7 +342,7 @@ func TestNoAdoptionOfWhatThePolicyDenies(t *testing.T) {
 		before := h.secret("web-tls").ResourceVersion
 		h.reconcile("web")
 		c := ready(h.certificate("web"))
-		if c == nil || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, "Not taken over from cert-manager") {
+		if c == nil || c.Reason != reasons.PolicyDenied || !strings.Contains(c.Message, "Not taken over from cert-manager") {
 			t.Fatalf("try %d: Ready %+v; want PolicyDenied, not taken over", i, c)
 		}
 		if s := h.secret("web-tls"); s.ResourceVersion != before || s.Labels[hubapi.ManagedByLabel] == hubapi.ManagedByValue {

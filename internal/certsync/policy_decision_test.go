@@ -25,6 +25,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/policy"
@@ -55,13 +56,13 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 			t.Errorf("requeue after %s; a denial waits for a policy change", res.RequeueAfter)
 		}
 		c := ready(h.certificate("web"))
-		if c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, `(dev); dev: spec.dnsNames "x"`) {
+		if c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != reasons.PolicyDenied || !strings.Contains(c.Message, `(dev); dev: spec.dnsNames "x"`) {
 			t.Fatalf("Ready %+v", c)
 		}
 		if h.secret("web-tls") != nil {
 			t.Errorf("a Secret was written for a denied Certificate")
 		}
-		if ev := h.events(); !strings.Contains(ev, "Warning "+ReasonPolicyDenied) {
+		if ev := h.events(); !strings.Contains(ev, "Warning "+reasons.PolicyDenied) {
 			t.Errorf("events %q", ev)
 		}
 	})
@@ -128,7 +129,7 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 				}
 				continue
 			}
-			if c == nil || c.Reason != ReasonPolicyDenied || !strings.Contains(c.Message, "needs an IssuancePolicy that selects the Certificate and allows it (allowed.isCA: true") {
+			if c == nil || c.Reason != reasons.PolicyDenied || !strings.Contains(c.Message, "needs an IssuancePolicy that selects the Certificate and allows it (allowed.isCA: true") {
 				t.Errorf("%s: Ready %+v; want PolicyDenied naming the policy it needs", tc.name, c)
 			}
 			if h.secret("web-tls") != nil {
@@ -183,7 +184,7 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		if c := ready(crt); c == nil || c.Status != cmmeta.ConditionTrue {
 			t.Fatalf("Ready %+v: a violating certificate stays Ready", c)
 		}
-		if v == nil || v.Status != cmmeta.ConditionTrue || v.Reason != ReasonPolicyDenied || !strings.Contains(v.Message, "(prod)") {
+		if v == nil || v.Status != cmmeta.ConditionTrue || v.Reason != reasons.PolicyDenied || !strings.Contains(v.Message, "(prod)") {
 			t.Fatalf("PolicyViolation %+v", v)
 		}
 		if h.secret("web-tls").ResourceVersion != issued {
@@ -219,7 +220,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 			crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: readyReason})
 		}
 		if violation {
-			crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue, Reason: ReasonPolicyDenied})
+			crt.Status.Conditions = append(crt.Status.Conditions, cmapi.CertificateCondition{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue, Reason: reasons.PolicyDenied})
 		}
 		crt.APIVersion, crt.Kind = cmapi.SchemeGroupVersion.String(), cmapi.CertificateKind
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crt)
@@ -234,7 +235,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 	}
 	items := []unstructured.Unstructured{
 		mk("allowed-quiet", "a.ok.example.com", "", false),
-		mk("allowed-was-denied", "b.ok.example.com", ReasonPolicyDenied, false),
+		mk("allowed-was-denied", "b.ok.example.com", reasons.PolicyDenied, false),
 		mk("allowed-was-violating", "c.ok.example.com", "", true),
 		mk("denied", "d.bad.example.com", "", false),
 		mk("allowed-other-failure", "e.ok.example.com", "IssuerNotFound", false),

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/engaged"
 )
@@ -119,7 +120,7 @@ func (f *policyFeed) quiet(ctx context.Context) {
 // decide now. A CA is always looked at again: a policy that still allows
 // it may sign it with other powers now (path length, name constraints).
 func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate) bool {
-	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil && ready.Reason == ReasonPolicyDenied {
+	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil && ready.Reason == reasons.PolicyDenied {
 		return true
 	}
 	if crt.Spec.IsCA {

@@ -20,6 +20,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
@@ -147,7 +148,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 			// cert-manager's certificate is judged as one the hub would sign
 			// today: a certificate the policy denies is never taken over
 			// (nothing is written; a policy change decides it again).
-			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Not taken over from cert-manager: denied by issuance policy: "+decision.Message)
+			return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Not taken over from cert-manager: denied by issuance policy: "+decision.Message)
 		}
 		if t.dry {
 			return r.planKeep(ctx, t, decision, d, in.now)
@@ -163,13 +164,13 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		t.violation = !decision.Allowed
 		t.violationMsg = decision.Message
 		if na := d.state.cert.NotAfter; !in.now.Before(na) { // only with renewal disabled: kept, but not ready (cert-manager's readiness)
-			return reconcile.Result{}, r.setNotReady(ctx, t, ReasonExpired, "Certificate expired on "+na.Format(time.RFC1123))
+			return reconcile.Result{}, r.setNotReady(ctx, t, reasons.Expired, "Certificate expired on "+na.Format(time.RFC1123))
 		}
 		return r.setReady(ctx, t, d.state.cert, 0)
 	}
 	if !decision.Allowed {
 		// Nothing is signed nor written; a policy change decides it again.
-		return reconcile.Result{}, r.setNotReady(ctx, t, ReasonPolicyDenied, "Denied by issuance policy: "+decision.Message)
+		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+decision.Message)
 	}
 	if t.dry {
 		return r.planIssue(ctx, t, d)
@@ -242,7 +243,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 	}
 	t.crt = crt
 	if n := issuance.NamesOf(crt); n > r.opts.MaxNames {
-		return nil, reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidNames,
+		return nil, reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidNames,
 			fmt.Sprintf("Invalid Certificate spec: %d names (SANs and literalSubject attributes) exceed the hub's limit of %d per certificate (--max-names-per-certificate)", n, r.opts.MaxNames))
 	}
 	if se := (*certspec.Error)(nil); errors.As(certspec.ValidateSpec(crt), &se) {
@@ -263,7 +264,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 func (r *reconciler) admit(ctx context.Context, t *target) (policy.Decision, bool, reconcile.Result, error) {
 	tmpl, decision, pending, err := templateFor(r.opts.Policy, t.name, t.crt)
 	if err != nil {
-		return policy.Decision{}, true, reconcile.Result{}, r.setNotReady(ctx, t, ReasonInvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
+		return policy.Decision{}, true, reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot build certificate from spec: %v", err))
 	}
 	if pending {
 		return decision, true, reconcile.Result{RequeueAfter: policyPendingRequeue}, nil
@@ -309,7 +310,7 @@ func budgetLane(reason string, st *secretState, now time.Time) budget.Lane {
 		return budget.Urgent
 	}
 	switch reason {
-	case ReasonDoesNotExist, ReasonMissingData, ReasonInvalidCertificate, ReasonInvalidKey, ReasonKeyMismatch, ReasonExpired, ReasonRevocation:
+	case reasons.DoesNotExist, reasons.MissingData, reasons.InvalidCertificate, reasons.InvalidKey, reasons.KeyMismatch, reasons.Expired, reasons.Revocation:
 		return budget.Urgent
 	}
 	return budget.Routine

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -43,7 +44,7 @@ func TestReconcileIssuesOnceThenStaysStill(t *testing.T) {
 	if want := crt.Status.RenewalTime.Sub(h.clk.Now()); res.RequeueAfter != want {
 		t.Errorf("requeue after %s, want the renewal time (%s)", res.RequeueAfter, want)
 	}
-	if ev := h.events(); !strings.Contains(ev, "Normal "+ReasonIssuing) {
+	if ev := h.events(); !strings.Contains(ev, "Normal "+reasons.Issuing) {
 		t.Errorf("events %q", ev)
 	}
 	version := s.ResourceVersion
@@ -93,7 +94,7 @@ func TestReconcileTriggersAndOutcomes(t *testing.T) {
 				h.t.Fatal(err)
 			}
 		}, rev: 1},
-		{name: "invalid spec", crt: func(c *cmapi.Certificate) { c.Spec.CommonName, c.Spec.DNSNames = "", nil }, reason: ReasonInvalidNames, requeue: -1},
+		{name: "invalid spec", crt: func(c *cmapi.Certificate) { c.Spec.CommonName, c.Spec.DNSNames = "", nil }, reason: reasons.InvalidNames, requeue: -1},
 		{name: "external issuer group", crt: func(c *cmapi.Certificate) {
 			c.Spec.IssuerRef = cmmeta.IssuerReference{Name: "pca", Kind: "AWSPCAClusterIssuer", Group: "awspca.cert-manager.io"}
 		}, reason: issuance.ReasonIssuerNotSupported, requeue: -1},
@@ -107,11 +108,11 @@ func TestReconcileTriggersAndOutcomes(t *testing.T) {
 			if err := h.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-tls"}}); err != nil {
 				h.t.Fatal(err)
 			}
-		}, reason: ReasonSecretNotOwned},
+		}, reason: reasons.SecretNotOwned},
 		{name: "keystore password Secret missing", crt: func(c *cmapi.Certificate) {
 			c.Spec.Keystores = &cmapi.CertificateKeystores{PKCS12: &cmapi.PKCS12Keystore{Create: true,
 				PasswordSecretRef: cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: "pw"}, Key: "k"}}}
-		}, reason: ReasonKeystorePasswordNotFound, requeue: DefaultIssuerRetryInterval},
+		}, reason: reasons.KeystorePasswordNotFound, requeue: DefaultIssuerRetryInterval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestReconcileTriggersAndOutcomes(t *testing.T) {
 			case tt.requeue > 0 && res.RequeueAfter != tt.requeue:
 				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tt.requeue)
 			}
-			if tt.reason != ReasonSecretNotOwned && h.secret("web-tls") != nil && !tt.issued {
+			if tt.reason != reasons.SecretNotOwned && h.secret("web-tls") != nil && !tt.issued {
 				t.Errorf("a Secret was written for a Certificate that cannot be issued")
 			}
 		})
@@ -186,7 +187,7 @@ func TestReconcileStatusConflict(t *testing.T) {
 		t.Fatalf("a conflict was not requeued (result %+v)", res)
 	}
 	h.reconcile("web")
-	if c := ready(h.certificate("web")); c == nil || c.Reason != ReasonInvalidNames {
+	if c := ready(h.certificate("web")); c == nil || c.Reason != reasons.InvalidNames {
 		t.Fatalf("not decided again after the conflict: %+v", c)
 	}
 }
@@ -216,14 +217,14 @@ func TestReconcileLoopGuard(t *testing.T) {
 	}
 	crt := h.certificate("web")
 	c := ready(crt)
-	if c == nil || c.Reason != ReasonIssuanceLoop || rev(crt) != DefaultLoopMaxIssuances {
+	if c == nil || c.Reason != reasons.IssuanceLoop || rev(crt) != DefaultLoopMaxIssuances {
 		t.Fatalf("after 10 reconciles of a fought-over Secret: Ready %+v revision %d", c, rev(crt))
 	}
 	if res.RequeueAfter <= 0 || res.RequeueAfter > DefaultLoopBackoff {
 		t.Errorf("requeue after %s, want the back-off", res.RequeueAfter)
 	}
-	if ev := h.events(); strings.Count(ev, "Warning "+ReasonIssuanceLoop) != 1 {
-		t.Errorf("want exactly one %s event: %q", ReasonIssuanceLoop, ev)
+	if ev := h.events(); strings.Count(ev, "Warning "+reasons.IssuanceLoop) != 1 {
+		t.Errorf("want exactly one %s event: %q", reasons.IssuanceLoop, ev)
 	}
 	h.clk.Step(DefaultLoopBackoff)
 	h.reconcile("web")
@@ -260,7 +261,7 @@ func duplicateSecretName(t *testing.T, indexed bool) {
 	h := newHarness(t, nil, indexed, older, web, oldest)
 	res := h.reconcile("web")
 	c := ready(h.certificate("web"))
-	if c == nil || c.Reason != ReasonDuplicateSecretName || !strings.Contains(c.Message, `"older" owns it`) || res.RequeueAfter != duplicateRequeue {
+	if c == nil || c.Reason != reasons.DuplicateSecretName || !strings.Contains(c.Message, `"older" owns it`) || res.RequeueAfter != duplicateRequeue {
 		t.Fatalf("the younger duplicate: %+v, requeue %s", c, res.RequeueAfter)
 	}
 	if h.secret("web-tls") != nil {
@@ -272,7 +273,7 @@ func duplicateSecretName(t *testing.T, indexed bool) {
 	}
 	// The Secret's annotation decides over age once it exists.
 	h.reconcile("web")
-	if c := ready(h.certificate("web")); c == nil || c.Reason != ReasonDuplicateSecretName {
+	if c := ready(h.certificate("web")); c == nil || c.Reason != reasons.DuplicateSecretName {
 		t.Fatalf("after the owner's issuance: %+v", c)
 	}
 }
@@ -312,7 +313,7 @@ func TestAdoptionIsGrantedOnTheSecret(t *testing.T) {
 				}
 				return
 			}
-			if c == nil || c.Reason != ReasonSecretNotOwned || !strings.Contains(c.Message, tc.says) {
+			if c == nil || c.Reason != reasons.SecretNotOwned || !strings.Contains(c.Message, tc.says) {
 				t.Fatalf("Ready %+v, want SecretNotOwned saying %q", c, tc.says)
 			}
 			if res.RequeueAfter != h.r.opts.IssuerRetryInterval {
@@ -363,7 +364,7 @@ func TestReconcileWaitsForTheBudget(t *testing.T) {
 	res := h.reconcile("web")
 	got := h.certificate("web")
 	issuing := apiutil.GetCertificateCondition(got, cmapi.CertificateConditionIssuing)
-	if res.RequeueAfter != b.wait || h.secret("web-tls") != nil || issuing == nil || issuing.Status != cmmeta.ConditionTrue || issuing.Reason != ReasonRateLimited {
+	if res.RequeueAfter != b.wait || h.secret("web-tls") != nil || issuing == nil || issuing.Status != cmmeta.ConditionTrue || issuing.Reason != reasons.RateLimited {
 		t.Fatalf("held back: requeue %s, Issuing %+v, Secret written %v", res.RequeueAfter, issuing, h.secret("web-tls") != nil)
 	}
 	if want := got.CreationTimestamp.Add(newCertificateBudgetDelay); !b.asked[0].Equal(want) || b.lanes[0] != budget.Urgent {
@@ -464,7 +465,7 @@ func TestRenewalDisabledIsIssuedOnceAndStaysStill(t *testing.T) {
 			t.Fatalf("at %s: revision %d, want 1 (never renewed)", at, r)
 		}
 	}
-	if c := ready(h.certificate("web")); c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != ReasonExpired {
-		t.Errorf("expired with renewal disabled: Ready %+v, want False, %s", c, ReasonExpired)
+	if c := ready(h.certificate("web")); c == nil || c.Status != cmmeta.ConditionFalse || c.Reason != reasons.Expired {
+		t.Errorf("expired with renewal disabled: Ready %+v, want False, %s", c, reasons.Expired)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/migrate"
 )
@@ -28,13 +29,13 @@ import (
 // so once with Issuing=True, reason RateLimited.
 func (r *reconciler) waitForBudget(ctx context.Context, t *target, wait time.Duration, trigger string) (reconcile.Result, error) {
 	res := reconcile.Result{RequeueAfter: wait}
-	if c := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == ReasonRateLimited {
+	if c := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == reasons.RateLimited {
 		return res, nil // already said; the wait is short and changes every time
 	}
 	r.metrics.budgetWaits.WithLabelValues(string(t.name)).Inc()
 	msg := fmt.Sprintf("Waiting for the hub's issuance budget (--issuance-rate), most urgent first; then issuing (%s)", trigger)
 	return res, r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
-		r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, ReasonRateLimited, msg)
+		r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, reasons.RateLimited, msg)
 	})
 }
 
@@ -48,10 +49,10 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 	}
 	r.metrics.loopDetected(t.name)
 	msg := loopMessage(d, t.crt.Generation, reason, message, now)
-	r.eventf(t, t.crt, corev1.EventTypeWarning, ReasonIssuanceLoop, "%s", msg)
+	r.eventf(t, t.crt, corev1.EventTypeWarning, reasons.IssuanceLoop, "%s", msg)
 	logr.FromContextOrDiscard(ctx).Info("issuance loop detected; pausing", "trigger", reason, "issuances", d.count, "attempt", d.attempts, "retryAt", d.retry)
 	err := r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
-		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, ReasonIssuanceLoop, msg)
+		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionFalse, reasons.IssuanceLoop, msg)
 		removeCondition(crt, cmapi.CertificateConditionIssuing)
 		crt.Status.LastFailureTime = &metav1.Time{Time: now}
 		crt.Status.FailedIssuanceAttempts = &d.attempts
@@ -126,12 +127,12 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 		st.FailedIssuanceAttempts = nil
 		removeCondition(crt, cmapi.CertificateConditionIssuing)
 		if t.violation {
-			r.setCondition(crt, ConditionPolicyViolation, cmmeta.ConditionTrue, ReasonPolicyDenied,
+			r.setCondition(crt, ConditionPolicyViolation, cmmeta.ConditionTrue, reasons.PolicyDenied,
 				"Issued before the issuance policies changed; they no longer allow it (not revoked, renewal will be denied): "+t.violationMsg)
 		} else {
 			removeCondition(crt, ConditionPolicyViolation)
 		}
-		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionTrue, ReasonReady, "Certificate is up to date and has not expired")
+		r.setCondition(crt, cmapi.CertificateConditionReady, cmmeta.ConditionTrue, reasons.Ready, "Certificate is up to date and has not expired")
 	})
 	if err != nil {
 		return reconcile.Result{}, err

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -91,13 +92,13 @@ func parseSecret(s *corev1.Secret) *secretState {
 
 func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
-	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != ReasonRateLimited && c.Reason != issuance.ReasonOrderPending { // certhub's own waits are no trigger
-		if in.adopting && c.Reason != ReasonManuallyTriggered {
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != reasons.RateLimited && c.Reason != issuance.ReasonOrderPending { // certhub's own waits are no trigger
+		if in.adopting && c.Reason != reasons.ManuallyTriggered {
 			// cert-manager's own trigger, in flight when it stopped: the hub
 			// decides afresh; only a user's `cmctl renew` still asks.
 			return "", "", false
 		}
-		return ReasonManuallyTriggered, "Issuing condition set to True: " + c.Message, true
+		return reasons.ManuallyTriggered, "Issuing condition set to True: " + c.Message, true
 	}
 	return "", "", false
 }
@@ -115,31 +116,31 @@ func orderPending(in input, _ *secretState) (string, string, bool) {
 
 func secretDoesNotExist(in input, _ *secretState) (string, string, bool) {
 	if in.secret == nil {
-		return ReasonDoesNotExist, fmt.Sprintf("Issuing certificate as Secret %q does not exist", in.crt.Spec.SecretName), true
+		return reasons.DoesNotExist, fmt.Sprintf("Issuing certificate as Secret %q does not exist", in.crt.Spec.SecretName), true
 	}
 	return "", "", false
 }
 
 func secretIsMissingData(in input, _ *secretState) (string, string, bool) {
 	if len(in.secret.Data[corev1.TLSCertKey]) == 0 || len(in.secret.Data[corev1.TLSPrivateKeyKey]) == 0 {
-		return ReasonMissingData, "Issuing certificate as Secret does not contain a certificate and private key", true
+		return reasons.MissingData, "Issuing certificate as Secret does not contain a certificate and private key", true
 	}
 	return "", "", false
 }
 
 func secretHasInvalidData(_ input, st *secretState) (string, string, bool) {
 	if st.key == nil {
-		return ReasonInvalidKey, "Issuing certificate as Secret contains an invalid private key", true
+		return reasons.InvalidKey, "Issuing certificate as Secret contains an invalid private key", true
 	}
 	if st.cert == nil {
-		return ReasonInvalidCertificate, "Issuing certificate as Secret contains an invalid certificate", true
+		return reasons.InvalidCertificate, "Issuing certificate as Secret contains an invalid certificate", true
 	}
 	return "", "", false
 }
 
 func secretKeyMatchesCert(_ input, st *secretState) (string, string, bool) {
 	if ok, err := pki.PublicKeyMatchesCertificate(st.key.Public(), st.cert); err != nil || !ok {
-		return ReasonKeyMismatch, "Issuing certificate as Secret contains a private key that does not match the certificate", true
+		return reasons.KeyMismatch, "Issuing certificate as Secret contains a private key that does not match the certificate", true
 	}
 	return "", "", false
 }
@@ -156,23 +157,23 @@ func secretIssuerAnnotationsMatch(in input, st *secretState) (string, string, bo
 		// names; never when it is another CA, even of the same name.
 		if same, known := in.sameIssuer(st.cert); known {
 			if !same {
-				return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as the Secret cert-manager wrote was signed by another CA than %s %q", certspec.IssuerKind(ref), ref.Name), true
+				return reasons.IncorrectIssuer, fmt.Sprintf("Issuing certificate as the Secret cert-manager wrote was signed by another CA than %s %q", certspec.IssuerKind(ref), ref.Name), true
 			}
 			named = true
 		}
 	}
 	if !named {
-		return ReasonIncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
+		return reasons.IncorrectIssuer, fmt.Sprintf("Issuing certificate as Secret was previously issued by %s %q", a[cmapi.IssuerKindAnnotationKey], a[cmapi.IssuerNameAnnotationKey]), true
 	}
 	if a[cmapi.CertificateNameKey] != in.crt.Name {
-		return ReasonSecretMismatch, fmt.Sprintf("Issuing certificate as Secret was issued for Certificate %q", a[cmapi.CertificateNameKey]), true
+		return reasons.SecretMismatch, fmt.Sprintf("Issuing certificate as Secret was issued for Certificate %q", a[cmapi.CertificateNameKey]), true
 	}
 	return "", "", false
 }
 
 func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 	if v := pki.PrivateKeyMatchesSpec(st.key, in.crt.Spec); len(v) > 0 {
-		return ReasonIncorrectCertificate, "Issuing certificate as Secret's private key does not match the spec: " + strings.Join(v, ", "), true
+		return reasons.IncorrectCertificate, "Issuing certificate as Secret's private key does not match the spec: " + strings.Join(v, ", "), true
 	}
 	return "", "", false
 }
@@ -183,7 +184,7 @@ func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 		v = certspec.RequestMismatches(st.cert, in.crt, h)
 	}
 	if len(v) > 0 {
-		return ReasonIncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
+		return reasons.IncorrectCertificate, "Issuing certificate as the existing certificate does not match the spec: " + strings.Join(v, ", "), true
 	}
 	return "", "", false
 }
@@ -193,11 +194,11 @@ func currentCertificateNearingExpiry(in input, st *secretState) (string, string,
 		return "", "", false // cert-manager 1.21: renewal.policy Disabled renews never, expired or not (a manual trigger still issues)
 	}
 	if !in.now.Before(st.cert.NotAfter) {
-		return ReasonExpired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
+		return reasons.Expired, fmt.Sprintf("Certificate expired on %s", st.cert.NotAfter.Format(time.RFC1123)), true
 	}
 	rt, err := certspec.RenewalTime(in.crt, st.cert, in.jitter)
 	if err == nil && rt != nil && !in.now.Before(rt.Time) {
-		return ReasonRenewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
+		return reasons.Renewing, fmt.Sprintf("Renewing certificate as renewal was scheduled at %s", rt.Format(time.RFC1123)), true
 	}
 	return "", "", false
 }
@@ -252,7 +253,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 	}
 	if !reissue && st != nil && st.cert != nil && r.opts.Revocation != nil {
 		if msg, ok := r.opts.Revocation.MustRenew(string(t.name), crt.Namespace, crt.Name, st.cert); ok {
-			reissue, reason, message = true, ReasonRevocation, msg
+			reissue, reason, message = true, reasons.Revocation, msg
 		}
 	}
 	if r.opts.Rotation != nil {
@@ -263,21 +264,21 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 		if ok {
 			t.override = iss
 			if !reissue && st != nil && st.cert != nil && st.cert.CheckSignatureFrom(ca) != nil {
-				reissue, reason = true, ReasonCARotation
+				reissue, reason = true, reasons.CARotation
 				message = fmt.Sprintf("Issuing certificate as ClusterIssuer %q rotates its CA and this cluster now signs with another one", crt.Spec.IssuerRef.Name)
 			}
 		}
 	}
 	if !reissue && st != nil && st.cert != nil && t.template != nil && t.decision.Allowed {
 		if diff := certspec.CAPowersDiffer(st.cert, t.template); diff != "" {
-			reissue, reason = true, ReasonPolicyChanged
+			reissue, reason = true, reasons.PolicyChanged
 			message = "Issuing certificate as the issuance policy now signs it with other CA powers: " + diff
 		}
 	}
 	if !reissue && st != nil && st.cert != nil && r.opts.RenewalAdvice != nil && !certspec.RenewalDisabled(crt) {
 		t.advice = askAdvice(ctx, r.opts.RenewalAdvice, t, st.cert)
 		if t.advice.ok && !now.Before(t.advice.at) {
-			reissue, reason = true, ReasonRenewing
+			reissue, reason = true, reasons.Renewing
 			message = fmt.Sprintf("Renewing certificate as its CA's renewal window (ARI) says to renew at %s", t.advice.at.Format(time.RFC1123))
 		}
 	}

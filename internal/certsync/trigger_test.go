@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
 )
@@ -69,26 +70,26 @@ func TestTriggerChain(t *testing.T) {
 		reason string // "" means no reissue
 	}{
 		{name: "up to date", reason: ""},
-		{name: "secret missing", secret: func(*corev1.Secret) *corev1.Secret { return nil }, reason: ReasonDoesNotExist},
-		{name: "no tls.key", secret: func(s *corev1.Secret) *corev1.Secret { delete(s.Data, corev1.TLSPrivateKeyKey); return s }, reason: ReasonMissingData},
-		{name: "garbage key", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSPrivateKeyKey] = []byte("x"); return s }, reason: ReasonInvalidKey},
-		{name: "garbage certificate", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSCertKey] = []byte("x"); return s }, reason: ReasonInvalidCertificate},
+		{name: "secret missing", secret: func(*corev1.Secret) *corev1.Secret { return nil }, reason: reasons.DoesNotExist},
+		{name: "no tls.key", secret: func(s *corev1.Secret) *corev1.Secret { delete(s.Data, corev1.TLSPrivateKeyKey); return s }, reason: reasons.MissingData},
+		{name: "garbage key", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSPrivateKeyKey] = []byte("x"); return s }, reason: reasons.InvalidKey},
+		{name: "garbage certificate", secret: func(s *corev1.Secret) *corev1.Secret { s.Data[corev1.TLSCertKey] = []byte("x"); return s }, reason: reasons.InvalidCertificate},
 		{name: "key of another certificate", secret: func(s *corev1.Secret) *corev1.Secret {
 			s.Data[corev1.TLSPrivateKeyKey] = other.Data[corev1.TLSPrivateKeyKey]
 			return s
-		}, reason: ReasonKeyMismatch},
-		{name: "issuer changed", crt: func(c *cmapi.Certificate) { c.Spec.IssuerRef.Name = "other-ca" }, reason: ReasonIncorrectIssuer},
+		}, reason: reasons.KeyMismatch},
+		{name: "issuer changed", crt: func(c *cmapi.Certificate) { c.Spec.IssuerRef.Name = "other-ca" }, reason: reasons.IncorrectIssuer},
 		{name: "secret of another Certificate", secret: func(s *corev1.Secret) *corev1.Secret {
 			s.Annotations[cmapi.CertificateNameKey] = "api"
 			return s
-		}, reason: ReasonSecretMismatch},
+		}, reason: reasons.SecretMismatch},
 		{name: "key algorithm changed", crt: func(c *cmapi.Certificate) {
 			c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.RSAKeyAlgorithm, Size: 2048}
-		}, reason: ReasonIncorrectCertificate},
-		{name: "DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, reason: ReasonIncorrectCertificate},
-		{name: "common name changed", crt: func(c *cmapi.Certificate) { c.Spec.CommonName = "other.example.com" }, reason: ReasonIncorrectCertificate},
-		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: ReasonRenewing},
-		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: ReasonExpired},
+		}, reason: reasons.IncorrectCertificate},
+		{name: "DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, reason: reasons.IncorrectCertificate},
+		{name: "common name changed", crt: func(c *cmapi.Certificate) { c.Spec.CommonName = "other.example.com" }, reason: reasons.IncorrectCertificate},
+		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: reasons.Renewing},
+		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: reasons.Expired},
 		{name: "ordered (ACME): usages the CA chose are no mismatch", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
 			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, withUsages)
 			return s
@@ -96,17 +97,17 @@ func TestTriggerChain(t *testing.T) {
 		{name: "ordered (ACME): usages changed since the request", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
 			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
 			return s
-		}, reason: ReasonIncorrectCertificate},
+		}, reason: reasons.IncorrectCertificate},
 		{name: "ordered (ACME): a DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, secret: func(s *corev1.Secret) *corev1.Secret {
 			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
 			return s
-		}, reason: ReasonIncorrectCertificate},
+		}, reason: reasons.IncorrectCertificate},
 		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuance.ReasonOrderPending}}
 		}, reason: issuance.ReasonOrderPending},
 		{name: "cmctl renew", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered"}}
-		}, reason: ReasonManuallyTriggered},
+		}, reason: reasons.ManuallyTriggered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

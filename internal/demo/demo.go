@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/test/fixture/testbed"
 	"github.com/certhub/certhub/test/fixture/testbed/acmebed"
@@ -462,7 +462,7 @@ func waitDemoReady(ctx context.Context, bed *testbed.Bed, total, denied int, tim
 			if r.ready() {
 				ready++
 			}
-			if _, reason := r.condition(); reason == certsync.ReasonPolicyDenied {
+			if _, reason := r.condition(); reason == reasons.PolicyDenied {
 				refused++
 			}
 		}

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/trust"
 )
@@ -28,11 +28,11 @@ import (
 // move to a new CA for reasons of its own, until it changes: such a
 // Certificate is listed and holds no wave.
 var stuckReasons = map[string]bool{
-	certsync.ReasonPolicyDenied: true, certsync.ReasonSecretNotOwned: true, certsync.ReasonDuplicateSecretName: true,
-	certsync.ReasonInvalidSpec: true, certsync.ReasonInvalidNames: true, certsync.ReasonInvalidSubject: true,
-	certsync.ReasonInvalidLifetime: true, certsync.ReasonInvalidPrivateKey: true, certsync.ReasonInvalidUsages: true,
-	certsync.ReasonInvalidKeystores: true, certsync.ReasonInvalidOutputFormats: true, certsync.ReasonInvalidSecretName: true,
-	certsync.ReasonInvalidIssuerRef: true, certsync.ReasonKeystorePasswordNotFound: true, certsync.ReasonIssuanceLoop: true,
+	reasons.PolicyDenied: true, reasons.SecretNotOwned: true, reasons.DuplicateSecretName: true,
+	reasons.InvalidSpec: true, reasons.InvalidNames: true, reasons.InvalidSubject: true,
+	reasons.InvalidLifetime: true, reasons.InvalidPrivateKey: true, reasons.InvalidUsages: true,
+	reasons.InvalidKeystores: true, reasons.InvalidOutputFormats: true, reasons.InvalidSecretName: true,
+	reasons.InvalidIssuerRef: true, reasons.KeystorePasswordNotFound: true, reasons.IssuanceLoop: true,
 	issuance.ReasonIssuerNotSupported: true,
 }
 

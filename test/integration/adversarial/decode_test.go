@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -57,13 +57,13 @@ func TestUndecodableCertificateHarmsNoNeighbour(t *testing.T) {
 		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 		if len(conds) > 0 {
 			m, _ := conds[0].(map[string]any)
-			if m["reason"] == certsync.ReasonInvalidLifetime && m["status"] == "False" {
+			if m["reason"] == reasons.InvalidLifetime && m["status"] == "False" {
 				msg, _ = m["message"].(string)
 				break
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the undecodable Certificate got no Ready=False/%s: %v", certsync.ReasonInvalidLifetime, conds)
+			t.Fatalf("the undecodable Certificate got no Ready=False/%s: %v", reasons.InvalidLifetime, conds)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition the typed helpers cannot read
 	}

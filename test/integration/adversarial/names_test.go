@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -35,7 +35,7 @@ func TestSixtyThousandNamesAreRefusedFast(t *testing.T) {
 		t.Fatalf("the API server refused the 60,000-name Certificate: %v", err)
 	}
 	neighbourIssues(t, cp.Client, "sixty-thousand-neighbour", "web", "a 60,000-name Certificate")
-	crt := fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(huge), "Ready=False/InvalidNames", fixture.NotReadyWith(certsync.ReasonInvalidNames))
+	crt := fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(huge), "Ready=False/InvalidNames", fixture.NotReadyWith(reasons.InvalidNames))
 	msg := fixture.Condition(crt, cmapi.CertificateConditionReady).Message
 	if want := fmt.Sprintf("60000 names (SANs and literalSubject attributes) exceed the hub's limit of %d", issuance.DefaultMaxNames); !strings.Contains(msg, want) {
 		t.Errorf("message %q; want %q", msg, want)

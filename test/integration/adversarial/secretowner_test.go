@@ -9,7 +9,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -35,7 +35,7 @@ func TestSharedSecretNameIsOwnedByOne(t *testing.T) {
 	}
 	neighbourIssues(t, c, "shared-neighbour", "neighbour", "two Certificates sharing a Secret")
 
-	dup := fixture.WaitFor(t, c, client.ObjectKeyFromObject(second), "Ready=False/"+certsync.ReasonDuplicateSecretName, fixture.NotReadyWith(certsync.ReasonDuplicateSecretName))
+	dup := fixture.WaitFor(t, c, client.ObjectKeyFromObject(second), "Ready=False/"+reasons.DuplicateSecretName, fixture.NotReadyWith(reasons.DuplicateSecretName))
 	if msg := fixture.Condition(dup, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, `"first" owns it`) {
 		t.Errorf("message %q does not name the owner", msg)
 	}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -53,9 +53,9 @@ func TestTenantCannotTakeOrStampSecrets(t *testing.T) {
 		crt            *cmapi.Certificate
 		reason, saying string
 	}{
-		{selfServed, certsync.ReasonSecretNotOwned, "annotate the Secret (whoever may write it)"},
-		{typed, certsync.ReasonSecretNotOwned, "never takes over typed Secrets"},
-		{stamped, certsync.ReasonInvalidSecretName, "argocd.argoproj.io/* keys belong to Argo CD"},
+		{selfServed, reasons.SecretNotOwned, "annotate the Secret (whoever may write it)"},
+		{typed, reasons.SecretNotOwned, "never takes over typed Secrets"},
+		{stamped, reasons.InvalidSecretName, "argocd.argoproj.io/* keys belong to Argo CD"},
 	} {
 		got := fixture.WaitFor(t, c, client.ObjectKeyFromObject(tc.crt), "Ready=False/"+tc.reason, fixture.NotReadyWith(tc.reason))
 		if msg := fixture.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, tc.saying) {

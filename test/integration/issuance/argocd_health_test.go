@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -123,7 +123,7 @@ func TestArgoCDHealthOfWrittenStatus(t *testing.T) {
 	if st, msg := argoHealth(t, issued); st != "Healthy" {
 		t.Errorf("issued Certificate is %s (%s) to Argo CD, want Healthy", st, msg)
 	}
-	refused := fixture.WaitFor(t, c, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(certsync.ReasonInvalidNames))
+	refused := fixture.WaitFor(t, c, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(reasons.InvalidNames))
 	if st, msg := argoHealth(t, refused); st != "Degraded" || msg == "" {
 		t.Errorf("invalid Certificate is %s (%q) to Argo CD, want Degraded with a message", st, msg)
 	}

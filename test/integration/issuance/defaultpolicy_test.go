@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -41,7 +41,7 @@ func TestDefaultPolicyAllow(t *testing.T) {
 		}
 	}
 	fixture.WaitReady(t, c, client.ObjectKeyFromObject(unselected))
-	fixture.WaitFor(t, c, client.ObjectKeyFromObject(selected), "Ready=False/PolicyDenied", fixture.NotReadyWith(certsync.ReasonPolicyDenied))
+	fixture.WaitFor(t, c, client.ObjectKeyFromObject(selected), "Ready=False/PolicyDenied", fixture.NotReadyWith(reasons.PolicyDenied))
 }
 
 // Under allow too, a CA a hub CA signs is issued only when a policy allows
@@ -61,7 +61,7 @@ func TestDefaultAllowNeverIssuesACA(t *testing.T) {
 		}
 	}
 	fixture.WaitReady(t, c, client.ObjectKeyFromObject(neighbour))
-	crt := fixture.WaitFor(t, c, client.ObjectKeyFromObject(subCA), "Ready=False/PolicyDenied", fixture.NotReadyWith(certsync.ReasonPolicyDenied))
+	crt := fixture.WaitFor(t, c, client.ObjectKeyFromObject(subCA), "Ready=False/PolicyDenied", fixture.NotReadyWith(reasons.PolicyDenied))
 	if msg := fixture.Condition(crt, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, "isCA true signed by a hub CA needs an IssuancePolicy that selects the Certificate and allows it (allowed.isCA: true") {
 		t.Errorf("message %q: want the policy it needs named", msg)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/test/fixture"
@@ -64,13 +65,13 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer stopWriter()
 
-	stopped := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+certsync.ReasonIssuanceLoop, fixture.NotReadyWith(certsync.ReasonIssuanceLoop))
+	stopped := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+reasons.IssuanceLoop, fixture.NotReadyWith(reasons.IssuanceLoop))
 	msg := fixture.Condition(stopped, cmapi.CertificateConditionReady).Message
 	t.Logf("stopped at revision %d: %s", revision(stopped), msg)
 	if revision(stopped) != certsync.DefaultLoopMaxIssuances {
 		t.Errorf("revision %d when the guard tripped, want %d (one generation, no other trigger)", revision(stopped), certsync.DefaultLoopMaxIssuances)
 	}
-	for _, want := range []string{"issued 5 times", "generation 1", certsync.ReasonKeyMismatch, "paused until"} {
+	for _, want := range []string{"issued 5 times", "generation 1", reasons.KeyMismatch, "paused until"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q does not say %q", msg, want)
 		}
@@ -78,7 +79,7 @@ func TestLoopGuardStopsAFightOverTheSecret(t *testing.T) {
 	if stopped.Status.LastFailureTime == nil || stopped.Status.FailedIssuanceAttempts == nil || *stopped.Status.FailedIssuanceAttempts != 1 {
 		t.Errorf("lastFailureTime %v failedIssuanceAttempts %v, want set and 1", stopped.Status.LastFailureTime, stopped.Status.FailedIssuanceAttempts)
 	}
-	waitWarningEvent(t, c, crt, certsync.ReasonIssuanceLoop)
+	waitWarningEvent(t, c, crt, reasons.IssuanceLoop)
 	if loops, _ := fixture.Gauge(t, "certhub_certificate_issuance_loops_total", map[string]string{"cluster": bed.Downstreams[0].Name}); loops != loopsBefore+1 {
 		t.Errorf("certhub_certificate_issuance_loops_total went %v → %v, want +1", loopsBefore, loops)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -76,7 +76,7 @@ func TestDeniedNamesAreNeverAdopted(t *testing.T) {
 	}
 	adopted := 0
 	for _, crt := range denied {
-		cur := fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "PolicyDenied", fixture.NotReadyWith(certsync.ReasonPolicyDenied))
+		cur := fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "PolicyDenied", fixture.NotReadyWith(reasons.PolicyDenied))
 		c, s := leaf(t, cp, crt)
 		if s.Labels[hubapi.ManagedByLabel] == hubapi.ManagedByValue || c.SerialNumber.String() != before[crt.Name] {
 			adopted++

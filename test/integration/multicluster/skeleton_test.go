@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/issuance"
 )
 
@@ -91,7 +91,7 @@ func TestForeignSecretIsNotOverwrittenUntilAdopted(t *testing.T) {
 	key := client.ObjectKeyFromObject(crt)
 	notReady := waitFor(t, cp.Client, key, "Ready=False/SecretNotOwned", func(c *cmapi.Certificate) bool {
 		rc := readyCondition(c)
-		return rc != nil && rc.Status == cmmeta.ConditionFalse && rc.Reason == certsync.ReasonSecretNotOwned
+		return rc != nil && rc.Status == cmmeta.ConditionFalse && rc.Reason == reasons.SecretNotOwned
 	})
 	if msg := readyCondition(notReady).Message; !bytes.Contains([]byte(msg), []byte(hubapi.AdoptSecretAnnotation)) {
 		t.Errorf("message %q does not tell the user how to opt in", msg)

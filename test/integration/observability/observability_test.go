@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/test/fixture"
@@ -132,7 +132,7 @@ func TestMetricsPerCluster(t *testing.T) {
 		}
 	}
 	issued := fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(good))
-	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(certsync.ReasonInvalidLifetime))
+	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(bad), "Ready=False", fixture.NotReadyWith(reasons.InvalidLifetime))
 
 	cl := `cluster="` + cp.Name + `"`
 	want := []struct {

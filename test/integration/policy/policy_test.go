@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/app"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/test/fixture"
@@ -48,7 +49,7 @@ func create(t *testing.T, cp *testbed.ControlPlane, crt *cmapi.Certificate) clie
 // denied waits for Ready=False/PolicyDenied and checks the message holds every want.
 func denied(t *testing.T, cp *testbed.ControlPlane, key client.ObjectKey, want ...string) *cmapi.Certificate {
 	t.Helper()
-	crt := fixture.WaitFor(t, cp.Client, key, "Ready=False/PolicyDenied", fixture.NotReadyWith(certsync.ReasonPolicyDenied))
+	crt := fixture.WaitFor(t, cp.Client, key, "Ready=False/PolicyDenied", fixture.NotReadyWith(reasons.PolicyDenied))
 	msg := fixture.Condition(crt, cmapi.CertificateConditionReady).Message
 	for _, w := range want {
 		if !strings.Contains(msg, w) {
@@ -263,7 +264,7 @@ func TestDownstreamAdminCannotChangeOutcome(t *testing.T) {
 	gen := crt.Generation
 	crt = fixture.WaitFor(t, cp.Client, key, "PolicyDenied for the new generation", func(c *cmapi.Certificate) bool {
 		r := fixture.Condition(c, cmapi.CertificateConditionReady)
-		return r != nil && r.ObservedGeneration == gen && r.Reason == certsync.ReasonPolicyDenied
+		return r != nil && r.ObservedGeneration == gen && r.Reason == reasons.PolicyDenied
 	})
 	msg := fixture.Condition(crt, cmapi.CertificateConditionReady).Message
 	if !strings.Contains(msg, `(dev-names); dev-names: spec.dnsNames "api.prod.example.com" is not allowed`) {

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/app"
-	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
@@ -181,7 +181,7 @@ func TestRevokeBySerial(t *testing.T) {
 		t.Errorf("the new certificate's CRL distribution points %v, want %v", fresh.CRLDistributionPoints, cdp)
 	}
 	got := fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
-	if c := fixture.Condition(got, cmapi.CertificateConditionIssuing); c != nil && c.Reason == certsync.ReasonRevocation {
+	if c := fixture.Condition(got, cmapi.CertificateConditionIssuing); c != nil && c.Reason == reasons.Revocation {
 		t.Errorf("still issuing for the revocation: %+v", c)
 	}
 	if now := leafOf(t, cp, neighbour); now.SerialNumber.Cmp(neighbourLeaf.SerialNumber) != 0 {

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/certsync"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/trust"
 	"github.com/certhub/certhub/test/fixture"
@@ -291,7 +291,7 @@ func tenantStuck(t *testing.T, cp *testbed.ControlPlane) string {
 	if err := cp.Client.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "Ready=False/SecretNotOwned", fixture.NotReadyWith(certsync.ReasonSecretNotOwned))
+	fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "Ready=False/SecretNotOwned", fixture.NotReadyWith(reasons.SecretNotOwned))
 	return ns + "/theirs"
 }
 

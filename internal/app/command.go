@@ -22,7 +22,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newRunCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newMigrateCommand(), newRevokeCommand(), newVersionCommand(), newExecShimCommand())
+	root.AddCommand(newRunCommand(), newStatusCommand(), newClusterCommand(), newPolicyCommand(), newMigrateCommand(), newRevokeCommand(), newIssuedCommand(), newVersionCommand(), newExecShimCommand())
 	return root
 }
 

@@ -77,6 +77,7 @@ var flagGroups = []struct {
 	{"Discovery", []string{"discovery-"}},
 	{"DR pairs", []string{"standby-pair-"}},
 	{"Revocation", []string{"revocation-", "crl-"}},
+	{"Record of issued certificates", []string{"issued-"}},
 	{"Ingress and Gateway shims", []string{"default-issuer-", "auto-certificate-annotations"}},
 	{"Logging", []string{"zap-"}},
 }

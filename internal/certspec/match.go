@@ -69,7 +69,7 @@ func RequestHash(crt *cmapi.Certificate) (string, error) {
 }
 
 // RequestMismatches compares spec with the request a Secret's certificate
-// was ordered with (RequestHashAnnotation), and its names with the certificate.
+// was ordered with (the hub's record holds its RequestHash), and its names with the certificate.
 func RequestMismatches(cert *x509.Certificate, crt *cmapi.Certificate, hash string) []string {
 	spec := crt.Spec
 	if cn := spec.CommonName; cn != "" && !slices.Contains(spec.DNSNames, cn) {

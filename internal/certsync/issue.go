@@ -176,7 +176,11 @@ func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secr
 		return reconcile.Result{}, fmt.Errorf("failed to decode signed certificate: %w", err)
 	}
 
-	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String(), requestHash: requestHash}
+	if err := r.recordIssued(ctx, t, cert, requestHash); err != nil {
+		// Never delivered unrecorded: the hub must know what it signed.
+		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, reasons.IssuanceFailed, "The certificate signed could not be recorded: "+err.Error()))
+	}
+	d := secretData{certPEM: res.ChainPEM, keyPEM: keyPEM, caPEM: res.CAPEM, cert: cert, issuances: rec.String()}
 	if d.extra, err = outputs.Extra(crt, pw, d.certPEM, d.keyPEM, d.caPEM); err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error())
 	}

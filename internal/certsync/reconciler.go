@@ -25,6 +25,7 @@ import (
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -62,6 +63,8 @@ type target struct {
 	decision     policy.Decision   // the policy's decision on template (ForIssuer once the signer is known)
 	violation    bool              // an issued certificate the policies no longer allow
 	violationMsg string            // why
+	why          string            // the trigger's reason for this issuance (the record's Why)
+	replaces     string            // the serial the Secret held when it was decided (the record's Replaces)
 }
 
 // writeContext returns the writer stamp and a context for one downstream
@@ -156,6 +159,9 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		if r.opts.Budget != nil {
 			r.opts.Budget.Forget(budgetKey(t))
 		}
+		if err := r.recordKept(ctx, t, d.state.cert); err != nil {
+			return reconcile.Result{}, r.setNotReady(ctx, t, reasons.IssuanceFailed, "The certificate kept could not be recorded: "+err.Error())
+		}
 		if err := r.repairSecret(ctx, t, in.secret, in.passwords); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -176,6 +182,10 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 		return r.planIssue(ctx, t, d)
 	}
 	crt, now := t.crt, in.now
+	t.why = d.reason
+	if d.state != nil && d.state.cert != nil {
+		t.replaces = issued.Serial(d.state.cert)
+	}
 	g := r.guard.decide(crt, in.secret, d.reason, now)
 	if !g.allow {
 		return r.pauseLoop(ctx, t, g, d.reason, d.message, now)

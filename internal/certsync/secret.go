@@ -25,8 +25,6 @@ type secretData struct {
 	extra map[string][]byte
 	// issuances is the loop guard's IssuancesAnnotation value; "" omits it.
 	issuances string
-	// requestHash is the RequestHashAnnotation value (Orderer issuances); "" omits it.
-	requestHash string
 }
 
 // secretApply builds the TLS Secret as cert-manager's issuing controller
@@ -58,9 +56,6 @@ func secretApply(crt *cmapi.Certificate, d secretData, writer string) (*corev1ac
 	annotations[cmapi.IssuerGroupAnnotationKey] = ref.Group
 	if writer != "" {
 		annotations[hubapi.WrittenByAnnotation] = writer
-	}
-	if d.requestHash != "" {
-		annotations[hubapi.RequestHashAnnotation] = d.requestHash
 	}
 	if d.issuances != "" {
 		annotations[hubapi.IssuancesAnnotation] = d.issuances

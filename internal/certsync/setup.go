@@ -33,6 +33,7 @@ import (
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -98,6 +99,21 @@ type Revocation interface {
 	MustRenew(cluster, namespace, name string, cert *x509.Certificate) (message string, ok bool)
 }
 
+// Record is the hub's record of the certificates it signed.
+// *issued.Record implements it.
+type Record interface {
+	// Add stores e, returning once it is stored.
+	Add(ctx context.Context, e issued.Entry) error
+	// Lookup is the entry of serial signed by issuer.
+	Lookup(issuer, serial string) (issued.Entry, bool)
+	// Rebuilding reports whether certificates found downstream that
+	// verify are recorded rather than re-issued.
+	Rebuilding() bool
+	// Ready is closed once the record has been read: nothing is decided
+	// before (an empty record would re-issue every certificate).
+	Ready() <-chan struct{}
+}
+
 // Budget admits issuances at the hub's rate, shared fairly by cluster and
 // namespace. *budget.Budget implements it.
 type Budget interface {
@@ -158,6 +174,12 @@ type Options struct {
 	// Revocation, when set, re-issues the certificates a
 	// CertificateRevocation selects (internal/revocation).
 	Revocation Revocation
+	// Record, when set, is the hub's record of what it signed
+	// (internal/issued): every certificate is recorded before it is
+	// written, and a Secret's certificate is kept only when it is the one
+	// recorded for its Certificate (record.go). Nil: no record (tests of
+	// other concerns); the issuer annotations and the certificate decide.
+	Record Record
 	// RenewalAdvice, when set, is asked when each issued certificate should
 	// be renewed according to its CA (ACME renewal information, RFC 9773):
 	// the earlier of its answer and the spec's renewal time is used, so a

@@ -35,6 +35,8 @@ type input struct {
 	// the issuer identity crt names now (the same CA certificate); known is
 	// false when the issuer cannot tell (issuance.Voucher).
 	sameIssuer func(*x509.Certificate) (same, known bool)
+	// record is what the hub's record says of crt's certificates (nil: no record).
+	record *recordView
 }
 
 // secretState is the parsed content of an existing Secret.
@@ -70,6 +72,7 @@ var triggerChain = chain{
 	secretHasInvalidData,
 	secretKeyMatchesCert,
 	secretIssuerAnnotationsMatch,
+	certificateIsRecorded,
 	privateKeyMatchesSpec,
 	certificateMatchesSpec,
 	currentCertificateNearingExpiry,
@@ -180,7 +183,7 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 	v := certspec.Mismatches(st.cert, in.crt.Spec)
-	if h, ok := in.secret.Annotations[hubapi.RequestHashAnnotation]; ok {
+	if h := requestHashOf(in, st); h != "" { // ordered: compared with the request the record holds, never an annotation
 		v = certspec.RequestMismatches(st.cert, in.crt, h)
 	}
 	if len(v) > 0 {
@@ -216,8 +219,15 @@ type decision struct {
 // when it was read.
 func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decision, bool, reconcile.Result, error) {
 	crt, now := t.crt, in.now
-	base := input{crt: crt, now: now, jitter: r.opts.RenewalJitter, adopting: t.adopting}
-	if t.adopting {
+	if r.opts.Record != nil {
+		select {
+		case <-r.opts.Record.Ready():
+		default:
+			return decision{}, true, reconcile.Result{RequeueAfter: time.Second}, nil // the record is being read
+		}
+	}
+	base := input{crt: crt, now: now, jitter: r.opts.RenewalJitter, adopting: t.adopting, record: r.view(t)}
+	if t.adopting || base.record != nil && base.record.rebuilding {
 		base.sameIssuer = r.sameIssuer(ctx, t)
 	}
 	withSecret := func(s *corev1.Secret) input { i := base; i.secret = s; return i }

@@ -6,6 +6,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 )
 
 // selfSignedSecret issues crt with a self-signed certificate and returns the
@@ -56,6 +58,29 @@ func mustRequestHash(t *testing.T, mutate func(*cmapi.Certificate)) string {
 	return h
 }
 
+// recordedAs is a record holding the Secret's certificate for
+// testCertificate in cluster c1, changed by entry; view changes the view.
+func recordedAs(view func(*recordView), entry func(*issued.Entry)) func(*corev1.Secret) *recordView {
+	return func(s *corev1.Secret) *recordView {
+		obj := issued.Object{Cluster: "c1", Kind: issued.KindCertificate, Namespace: "shop", Name: "web"}
+		cert, err := pki.DecodeX509CertificateBytes(s.Data[corev1.TLSCertKey])
+		if err != nil {
+			panic(err)
+		}
+		e := issued.For(cert, issued.ClusterIssuer("ca"), obj, "")
+		if entry != nil {
+			entry(&e)
+		}
+		v := &recordView{issuer: issued.ClusterIssuer("ca"), object: obj, lookup: func(issuer, serial string) (issued.Entry, bool) {
+			return e, issuer == e.Issuer && serial == e.Serial
+		}}
+		if view != nil {
+			view(v)
+		}
+		return v
+	}
+}
+
 func TestTriggerChain(t *testing.T) {
 	base := testCertificate()
 	good := selfSignedSecret(t, base)
@@ -67,7 +92,10 @@ func TestTriggerChain(t *testing.T) {
 		crt    func(*cmapi.Certificate)
 		secret func(*corev1.Secret) *corev1.Secret
 		now    time.Time
-		reason string // "" means no reissue
+		// record, when set, is the record's view given the Secret.
+		record   func(*corev1.Secret) *recordView
+		adopting bool
+		reason   string // "" means no reissue
 	}{
 		{name: "up to date", reason: ""},
 		{name: "secret missing", secret: func(*corev1.Secret) *corev1.Secret { return nil }, reason: reasons.DoesNotExist},
@@ -90,18 +118,23 @@ func TestTriggerChain(t *testing.T) {
 		{name: "common name changed", crt: func(c *cmapi.Certificate) { c.Spec.CommonName = "other.example.com" }, reason: reasons.IncorrectCertificate},
 		{name: "renewal time reached", now: now.Add(61 * 24 * time.Hour), reason: reasons.Renewing},
 		{name: "expired", now: now.Add(91 * 24 * time.Hour), reason: reasons.Expired},
-		{name: "ordered (ACME): usages the CA chose are no mismatch", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, withUsages)
+		{name: "ordered (ACME): usages the CA chose are no mismatch", crt: withUsages,
+			record: recordedAs(nil, func(e *issued.Entry) { e.RequestHash = mustRequestHash(t, withUsages) }), reason: ""},
+		{name: "ordered (ACME): usages changed since the request", crt: withUsages,
+			record: recordedAs(nil, func(e *issued.Entry) { e.RequestHash = mustRequestHash(t, nil) }), reason: reasons.IncorrectCertificate},
+		{name: "ordered (ACME): a DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") },
+			record: recordedAs(nil, func(e *issued.Entry) { e.RequestHash = mustRequestHash(t, nil) }), reason: reasons.IncorrectCertificate},
+		{name: "a request hash written downstream decides nothing", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
+			s.Annotations["certhub.io/request-hash"] = mustRequestHash(t, withUsages)
 			return s
-		}, reason: ""},
-		{name: "ordered (ACME): usages changed since the request", crt: withUsages, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
-			return s
-		}, reason: reasons.IncorrectCertificate},
-		{name: "ordered (ACME): a DNS name added", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, secret: func(s *corev1.Secret) *corev1.Secret {
-			s.Annotations[hubapi.RequestHashAnnotation] = mustRequestHash(t, nil)
-			return s
-		}, reason: reasons.IncorrectCertificate},
+		}, record: recordedAs(nil, nil), reason: reasons.IncorrectCertificate},
+		{name: "recorded for this Certificate", record: recordedAs(nil, nil), reason: ""},
+		{name: "not in the record", record: recordedAs(nil, func(e *issued.Entry) { e.Serial = "1" }), reason: reasons.NotRecorded},
+		{name: "recorded for another Certificate", record: recordedAs(nil, func(e *issued.Entry) { e.Name = "api" }), reason: reasons.NotRecorded},
+		{name: "recorded for this Certificate in another cluster", record: recordedAs(nil, func(e *issued.Entry) { e.Cluster = "c2" }), reason: reasons.NotRecorded},
+		{name: "a copy of a recorded serial, not the certificate", record: recordedAs(nil, func(e *issued.Entry) { e.SHA256 = "00" }), reason: reasons.NotRecorded},
+		{name: "not recorded while the record rebuilds", record: recordedAs(func(v *recordView) { v.rebuilding = true }, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
+		{name: "not recorded, taken over from cert-manager", adopting: true, record: recordedAs(nil, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
 		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuance.ReasonOrderPending}}
 		}, reason: issuance.ReasonOrderPending},
@@ -123,7 +156,11 @@ func TestTriggerChain(t *testing.T) {
 			if at.IsZero() {
 				at = now
 			}
-			reason, msg, reissue, _ := triggerChain.evaluate(input{crt: crt, secret: s, now: at})
+			in := input{crt: crt, secret: s, now: at, adopting: tt.adopting}
+			if tt.record != nil {
+				in.record = tt.record(s)
+			}
+			reason, msg, reissue, _ := triggerChain.evaluate(in)
 			if reason != tt.reason || reissue != (tt.reason != "") {
 				t.Fatalf("evaluate = (%q, %q, %v), want reason %q", reason, msg, reissue, tt.reason)
 			}

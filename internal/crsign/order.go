@@ -60,6 +60,9 @@ func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, c
 		// same name from an earlier request, say).
 		return reconcile.Result{}, fmt.Errorf("the ACME order's certificate is not for the key of CertificateRequest %s/%s", cr.Namespace, cr.Name)
 	}
+	if err := r.record(ctx, name, cr, chain[0], true); err != nil {
+		return reconcile.Result{}, err
+	}
 	cr.Status.Certificate = res.ChainPEM
 	rep.Ready(cr)
 	r.metrics.result(name, cmapi.CertificateRequestReasonIssued)

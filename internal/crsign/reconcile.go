@@ -2,6 +2,7 @@ package crsign
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 )
 
 // Event reasons (the condition's reason is cert-manager's: Pending, Failed,
@@ -172,16 +174,38 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 		return reconcile.Result{}, nil
 	}
-	cr.Status.Certificate, cr.Status.CA = res.ChainPEM, res.CAPEM
-	leaf, err := pki.DecodeX509CertificateBytes(cr.Status.Certificate)
+	leaf, err := pki.DecodeX509CertificateBytes(res.ChainPEM)
 	if err != nil {
 		rep.Failed(cr, err, "DecodeError", "Failed to decode returned certificate")
 		return reconcile.Result{}, nil
 	}
+	if err := r.record(ctx, name, cr, leaf, false); err != nil {
+		return reconcile.Result{}, err
+	}
+	cr.Status.Certificate, cr.Status.CA = res.ChainPEM, res.CAPEM
 	rep.Ready(cr)
 	r.metrics.result(name, cmapi.CertificateRequestReasonIssued)
 	log.Info("signed CertificateRequest", "issuer", ref.Name, "serial", leaf.SerialNumber.Text(16))
 	return reconcile.Result{}, nil
+}
+
+// record stores leaf, signed for cr, in the hub's record before the
+// request's status carries it. Its serial is derived from the request
+// (tbs.go): a request signed again after a crash is the same entry.
+func (r *reconciler) record(ctx context.Context, name multicluster.ClusterName, cr *cmapi.CertificateRequest, leaf *x509.Certificate, ordered bool) error {
+	if r.opts.Record == nil {
+		return nil
+	}
+	obj := issued.Object{Cluster: string(name), Kind: issued.KindCertificateRequest, Namespace: cr.Namespace, Name: cr.Name}
+	e := issued.For(leaf, issued.ClusterIssuer(cr.Spec.IssuerRef.Name), obj, string(cr.UID))
+	e.Why = issued.WhyRequest
+	if ordered {
+		e.DER = leaf.Raw // ACME: revokeCert needs the certificate
+	}
+	if err := r.opts.Record.Add(ctx, e); err != nil {
+		return fmt.Errorf("failed to record the certificate of CertificateRequest %s/%s: %w", cr.Namespace, cr.Name, err)
+	}
+	return nil
 }
 
 // admit asks the hub's issuance budget for cr's signature: 0 when

@@ -29,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -57,6 +58,11 @@ type Budget interface {
 	Admit(key string, tenant budget.Tenant, due time.Time, lane budget.Lane) time.Duration
 }
 
+// Record stores each signature before it leaves the hub (*issued.Record).
+type Record interface {
+	Add(ctx context.Context, e issued.Entry) error
+}
+
 // Modes tells when a cluster's requests may be signed again (its mode
 // changed): *migrate.Gate.
 type Modes interface {
@@ -74,6 +80,10 @@ type Options struct {
 	Policy Policy
 	// Budget, when set, admits every signature.
 	Budget Budget
+	// Record, when set, records every certificate signed before the
+	// request's status carries it (internal/issued). A request whose
+	// certificate cannot be recorded is not given it; it is tried again.
+	Record Record
 	// Modes, when set, requeues a cluster's requests when its mode changes.
 	Modes Modes
 	// IssuerRetryInterval defaults to DefaultIssuerRetryInterval.

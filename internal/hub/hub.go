@@ -31,6 +31,7 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -188,6 +189,9 @@ type Hub struct {
 	rotator  *rotation.Rotator
 	secrets  certsync.Secrets // managed Secrets' data, shared by certsync and the rotation
 	revoker  *revocation.Controller
+	// record is the hub's record of what it signed (internal/issued): every
+	// signer records before delivering; revocation selects from it.
+	record *issued.Record
 	// gate says per cluster whether the hub writes there (mode, cert-manager
 	// still active); it is also the fence of trust and shim.
 	gate *migrate.Gate
@@ -221,7 +225,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 	}
 	h := &Hub{opts: o, scheme: scheme}
 	for _, setup := range []func(*rest.Config) error{
-		h.setupInventory, h.setupManager, h.setupMigration, h.setupACME, h.setupPolicy, h.setupRotation,
+		h.setupInventory, h.setupManager, h.setupMigration, h.setupRecord, h.setupACME, h.setupPolicy, h.setupRotation,
 		h.setupRevocation, h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupStandby, h.setupHealth,
 	} {
 		if err := setup(cfg); err != nil {

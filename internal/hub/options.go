@@ -16,6 +16,7 @@ import (
 	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -115,6 +116,13 @@ type Options struct {
 	// Default revocation.DefaultInterval.
 	RevocationInterval time.Duration
 	CRLBindAddress     string
+	// IssuedMaxEntries bounds the hub's record of issued certificates
+	// (internal/issued): past it nothing is signed until expired entries
+	// leave. IssuedRebuildWindow is how long the record rebuilds from what
+	// downstream holds when its head is missing. Defaults:
+	// issued.DefaultMaxEntries, issued.DefaultRebuildWindow.
+	IssuedMaxEntries    int
+	IssuedRebuildWindow time.Duration
 	// RotationSoak, RotationPause, RotationDeadline and RotationGrace time a
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
@@ -221,6 +229,8 @@ func NewOptions() *Options {
 		StandbyPairs:               true,
 		StandbyPairInterval:        standby.DefaultInterval,
 		RevocationInterval:         revocation.DefaultInterval,
+		IssuedMaxEntries:           issued.DefaultMaxEntries,
+		IssuedRebuildWindow:        issued.DefaultRebuildWindow,
 		Controllers:                "*",
 		TrustBundleConfigMap:       trust.DefaultConfigMapName,
 		TrustBundleKey:             trust.DefaultKey,
@@ -286,6 +296,9 @@ func (o *Options) Validate() error {
 	if o.DiscoveryReadQPS <= 0 || o.DiscoveryMaxSeries < 1 || o.DiscoveryReportInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--discovery-read-qps (%v), --discovery-max-series (%d) and --discovery-report-interval (%s) must be positive",
 			o.DiscoveryReadQPS, o.DiscoveryMaxSeries, o.DiscoveryReportInterval))
+	}
+	if o.IssuedMaxEntries <= 0 || o.IssuedRebuildWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--issued-max-entries (%d) and --issued-rebuild-window (%s) must be positive", o.IssuedMaxEntries, o.IssuedRebuildWindow))
 	}
 	if o.RevocationInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--revocation-interval (%s) must be positive", o.RevocationInterval))

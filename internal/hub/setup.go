@@ -29,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -234,6 +235,20 @@ func (h *Hub) setupRotation(*rest.Config) error {
 	return h.mgr.GetLocalManager().Add(h.rotator)
 }
 
+// setupRecord sets up the hub's record of the certificates it signs
+// (internal/issued), on every replica.
+func (h *Hub) setupRecord(*rest.Config) error {
+	o := h.opts
+	local := h.mgr.GetLocalManager()
+	var err error
+	h.record, err = issued.New(issued.Options{Client: local.GetClient(), Cache: local.GetCache(), Namespace: o.Namespace, Writer: o.Identity,
+		MaxEntries: o.IssuedMaxEntries, RebuildWindow: o.IssuedRebuildWindow, Log: ctrl.Log.WithName("issued")})
+	if err != nil {
+		return fmt.Errorf("failed to set up the record of issued certificates: %w", err)
+	}
+	return local.Add(h.record)
+}
+
 // setupRevocation sets up the CertificateRevocations: renew, then revoke
 // (the CRLs of CA issuers, ACME's revokeCert), and the CRLs' HTTP server
 // when --crl-bind-address is set.
@@ -242,7 +257,7 @@ func (h *Hub) setupRevocation(*rest.Config) error {
 	local := h.mgr.GetLocalManager()
 	var err error
 	h.revoker, err = revocation.New(revocation.Options{Namespace: o.Namespace, Hub: local.GetClient(), Live: local.GetAPIReader(), Fence: h.fence,
-		Clusters: h.provider.Clusters, Leaf: h.secrets.Leaf, ACME: h.acme, Interval: o.RevocationInterval, Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("revocation")})
+		Clusters: h.provider.Clusters, Record: h.record, Leaf: h.secrets.Leaf, ACME: h.acme, Interval: o.RevocationInterval, Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("revocation")})
 	if err != nil {
 		return fmt.Errorf("failed to set up revocation: %w", err)
 	}
@@ -266,7 +281,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
-		Revocation: h.revoker, Secrets: &h.secrets,
+		Revocation: h.revoker, Secrets: &h.secrets, Record: h.record,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, MaxNames: o.MaxNamesPerCertificate, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
@@ -281,7 +296,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 // and budget as Certificates, written where the cluster's mode allows.
 func (h *Hub) setupCRSign(*rest.Config) error {
 	o := h.opts
-	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, IssuerRetryInterval: o.IssuerRetryInterval, MaxNames: o.MaxNamesPerCertificate,
+	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, Record: h.record, IssuerRetryInterval: o.IssuerRetryInterval, MaxNames: o.MaxNamesPerCertificate,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Registerer: crmetrics.Registry}
 	if h.gate != nil {
 		opts.Fence, opts.Modes = h.gate.RequestFence(), h.gate

@@ -29,6 +29,7 @@ import (
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/engaged"
 	"github.com/certhub/certhub/internal/fence"
+	"github.com/certhub/certhub/internal/issued"
 )
 
 // Defaults of Options.
@@ -42,6 +43,12 @@ const (
 	KindCA   = "CA"
 	KindACME = "ACME"
 )
+
+// Record is the hub's record of issued certificates (*issued.Record).
+type Record interface {
+	// Cluster is every entry signed for objects in a cluster.
+	Cluster(name string) []issued.Entry
+}
 
 // ACMERevoker revokes a certificate at an ACME ClusterIssuer's CA (RFC 8555
 // revokeCert, with the hub's account). *acme.Service implements it.
@@ -65,6 +72,9 @@ type Options struct {
 	// Clusters lists every registered cluster (a revocation is Complete
 	// once each one it selects has been looked at). Required.
 	Clusters func() map[multicluster.ClusterName]map[string]string
+	// Record is the hub's record of what it signed: what a revocation
+	// selects from (internal/issued). Required.
+	Record Record
 	// Leaf reads the certificate of a managed Secret downstream (the hub
 	// passes certsync's Secrets: read once per version, never where the
 	// cluster's mode keeps keys downstream). Required.
@@ -106,8 +116,8 @@ var _ multicluster.Aware = &Controller{}
 
 // New returns a Controller with its metrics registered.
 func New(opts Options) (*Controller, error) {
-	if opts.Namespace == "" || opts.Hub == nil || opts.Live == nil || opts.Clusters == nil || opts.Leaf == nil || opts.Registerer == nil {
-		return nil, errors.New("revocation: Namespace, Hub, Live, Clusters, Leaf and Registerer are required")
+	if opts.Namespace == "" || opts.Hub == nil || opts.Live == nil || opts.Clusters == nil || opts.Record == nil || opts.Leaf == nil || opts.Registerer == nil {
+		return nil, errors.New("revocation: Namespace, Hub, Live, Clusters, Record, Leaf and Registerer are required")
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -257,48 +267,26 @@ func (c *Controller) advance(ctx context.Context, rev *hubapi.CertificateRevocat
 	return errors.Join(errs...)
 }
 
-// inCluster selects rev's certificates in cluster name, asks certsync to
-// renew each, and revokes each old serial once replaced (or gone).
+// inCluster selects rev's certificates in cluster name from the hub's
+// record (never from a Secret: a tls.crt proves nothing), asks certsync to
+// renew each one a Certificate still holds, and revokes each other one at
+// once: superseded, never delivered, signed for a CertificateRequest, or
+// its Certificate gone.
 func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevocation, name string, cl cluster.Cluster, entries map[string]hubapi.RevokedCertificate) (hubapi.RevocationClusterStatus, error) {
 	row := hubapi.RevocationClusterStatus{Cluster: name}
-	// Unstructured, as certsync caches them: one Certificate cert-manager's
-	// Go types cannot decode (the API server accepts `duration: 1 day`)
-	// must not blind the revocation to the rest of its cluster.
-	ulist := certspec.NewList()
-	if err := cl.GetClient().List(ctx, ulist); err != nil {
-		return row, fmt.Errorf("failed to list Certificates: %w", err)
-	}
-	list := &cmapi.CertificateList{}
-	for i := range ulist.Items {
-		crt := cmapi.Certificate{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(ulist.Items[i].Object, &crt) == nil {
-			list.Items = append(list.Items, crt) // an undecodable one names nothing certhub issued
-		}
-	}
-	current := map[string]string{} // namespace/name → serial in its Secret now
-	for i := range list.Items {
-		crt := &list.Items[i]
-		if !selectsCertificate(rev, crt) {
+	recorded := map[string]issued.Entry{} // serial → the record's entry
+	for _, e := range c.opts.Record.Cluster(name) {
+		if !selectsEntry(rev, e) {
 			continue
 		}
-		leaf, err := c.opts.Leaf(ctx, multicluster.ClusterName(name), cl, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName})
-		if err != nil || leaf == nil {
-			continue // not issued by the hub (or not yet), or its keys stay downstream
+		recorded[e.Serial] = e
+		if _, known := entries[e.Serial]; !known {
+			entries[e.Serial] = c.newEntry(ctx, e)
 		}
-		serial := Serial(leaf)
-		current[crt.Namespace+"/"+crt.Name] = serial
-		if !selectsLeaf(rev, leaf) {
-			continue
-		}
-		if _, known := entries[serial]; !known {
-			if leaf.NotBefore.Equal(rev.CreationTimestamp.Time) && replaced(entries, name, crt) {
-				continue // the renewal of a certificate selected, issued in the revocation's second
-			}
-			entries[serial] = c.newEntry(ctx, name, crt, leaf)
-		}
-		if entries[serial].State != hubapi.RevocationRevoked {
-			c.setWant(name+"/"+crt.Namespace+"/"+crt.Name, serial, rev.Name)
-		}
+	}
+	current, err := c.held(ctx, name, cl, entries)
+	if err != nil {
+		return row, err
 	}
 	reason := reasonCode(rev.Spec.Reason)
 	var errs []error
@@ -308,9 +296,10 @@ func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevoc
 		}
 		key := e.Namespace + "/" + e.Certificate
 		if current[key] == serial {
-			continue // not replaced yet
+			c.setWant(name+"/"+key, serial, rev.Name) // renew first
+			continue
 		}
-		if err := c.revokeOne(ctx, e, reason); err != nil {
+		if err := c.revokeOne(ctx, e, recorded[serial], reason); err != nil {
 			e.State, e.Message = hubapi.RevocationFailed, err.Error()
 			c.metrics.revocations.WithLabelValues(e.IssuerKind, "Failed").Inc()
 			errs = append(errs, err)
@@ -341,29 +330,66 @@ func (c *Controller) inCluster(ctx context.Context, rev *hubapi.CertificateRevoc
 	return row, errors.Join(errs...)
 }
 
-// replaced reports whether entries hold a certificate of crt in cluster.
-func replaced(entries map[string]hubapi.RevokedCertificate, cluster string, crt *cmapi.Certificate) bool {
+// held is the serial each Certificate of a selected entry holds now
+// (namespace/name → serial): what must be renewed before its serial is
+// revoked. Certificates are listed unstructured, as certsync caches them:
+// one cert-manager's Go types cannot decode (the API server accepts
+// `duration: 1 day`) must not blind the revocation to the rest.
+func (c *Controller) held(ctx context.Context, name string, cl cluster.Cluster, entries map[string]hubapi.RevokedCertificate) (map[string]string, error) {
+	wanted := map[string]bool{}
 	for _, e := range entries {
-		if e.Cluster == cluster && e.Namespace == crt.Namespace && e.Certificate == crt.Name {
-			return true
+		if e.Cluster == name && e.State != hubapi.RevocationRevoked {
+			wanted[e.Namespace+"/"+e.Certificate] = true
 		}
 	}
-	return false
+	current := map[string]string{}
+	if len(wanted) == 0 {
+		return current, nil
+	}
+	ulist := certspec.NewList()
+	if err := cl.GetClient().List(ctx, ulist); err != nil {
+		return nil, fmt.Errorf("failed to list Certificates: %w", err)
+	}
+	for i := range ulist.Items {
+		u := &ulist.Items[i]
+		key := u.GetNamespace() + "/" + u.GetName()
+		if !wanted[key] {
+			continue
+		}
+		crt := cmapi.Certificate{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crt) != nil {
+			continue // holds nothing the hub issued: its selected serials are revoked at once
+		}
+		leaf, err := c.opts.Leaf(ctx, multicluster.ClusterName(name), cl, client.ObjectKey{Namespace: crt.Namespace, Name: crt.Spec.SecretName})
+		if err != nil || leaf == nil {
+			continue
+		}
+		current[key] = Serial(leaf)
+	}
+	return current, nil
 }
 
-// newEntry is a newly selected certificate.
-func (c *Controller) newEntry(ctx context.Context, cluster string, crt *cmapi.Certificate, leaf *x509.Certificate) hubapi.RevokedCertificate {
-	e := hubapi.RevokedCertificate{Serial: Serial(leaf), Cluster: cluster, Namespace: crt.Namespace, Certificate: crt.Name,
-		IssuerName: crt.Spec.IssuerRef.Name, State: hubapi.RevocationRenewing}
+// newEntry is a newly selected certificate, by the kind of issuer that revokes it.
+func (c *Controller) newEntry(ctx context.Context, r issued.Entry) hubapi.RevokedCertificate {
+	e := hubapi.RevokedCertificate{Serial: r.Serial, Cluster: r.Cluster, Namespace: r.Namespace, Certificate: r.Name, State: hubapi.RevocationRenewing}
+	issuer, ok := strings.CutPrefix(r.Issuer, "ClusterIssuer/")
+	e.IssuerName = issuer
+	if !ok {
+		e.IssuerKind, e.State = "Issuer", hubapi.RevocationFailed
+		e.Message = fmt.Sprintf("signed with the CA of %s downstream: the hub keeps no CRL for it; it is renewed only", r.Issuer)
+		return e
+	}
+	if r.Kind == issued.KindCertificateRequest {
+		e.Message = "signed for CertificateRequest " + r.Namespace + "/" + r.Name
+	}
 	ci := &cmapi.ClusterIssuer{}
-	switch err := c.opts.Hub.Get(ctx, client.ObjectKey{Name: crt.Spec.IssuerRef.Name}, ci); {
+	switch err := c.opts.Hub.Get(ctx, client.ObjectKey{Name: issuer}, ci); {
 	case err != nil:
-		e.State, e.Message = hubapi.RevocationFailed, fmt.Sprintf("ClusterIssuer %q: %v", crt.Spec.IssuerRef.Name, err)
+		e.State, e.Message = hubapi.RevocationFailed, fmt.Sprintf("ClusterIssuer %q: %v", issuer, err)
 	case ci.Spec.CA != nil:
 		e.IssuerKind = KindCA
 	case ci.Spec.ACME != nil:
 		e.IssuerKind = KindACME
-		e.CertificatePEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Raw}))
 	default:
 		e.IssuerKind, e.State = "SelfSigned", hubapi.RevocationFailed
 		e.Message = "a self-signed certificate cannot be revoked; it is renewed only"
@@ -371,8 +397,10 @@ func (c *Controller) newEntry(ctx context.Context, cluster string, crt *cmapi.Ce
 	return e
 }
 
-// revokeOne revokes e's serial: in its CA's CRL, or at its ACME CA.
-func (c *Controller) revokeOne(ctx context.Context, e hubapi.RevokedCertificate, reason int) error {
+// revokeOne revokes e's serial: in its CA's CRL, or at its ACME CA with
+// the certificate the record keeps (r; a status entry from before the
+// record carries its own).
+func (c *Controller) revokeOne(ctx context.Context, e hubapi.RevokedCertificate, r issued.Entry, reason int) error {
 	switch e.IssuerKind {
 	case KindCA:
 		return c.crls.revoke(ctx, e.IssuerName, e.Serial, reason)
@@ -380,11 +408,14 @@ func (c *Controller) revokeOne(ctx context.Context, e hubapi.RevokedCertificate,
 		if c.opts.ACME == nil {
 			return errors.New("no ACME service to revoke with")
 		}
-		b, _ := pem.Decode([]byte(e.CertificatePEM))
-		if b == nil {
-			return errors.New("the certificate to revoke was not kept")
+		der := r.DER
+		if b, _ := pem.Decode([]byte(e.CertificatePEM)); len(der) == 0 && b != nil {
+			der = b.Bytes
 		}
-		return c.opts.ACME.Revoke(ctx, e.IssuerName, b.Bytes, reason)
+		if len(der) == 0 {
+			return errors.New("the record keeps no copy of the certificate to revoke")
+		}
+		return c.opts.ACME.Revoke(ctx, e.IssuerName, der, reason)
 	}
 	return fmt.Errorf("issuer kind %q cannot revoke", e.IssuerKind)
 }

@@ -23,13 +23,15 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/test/fixture"
 )
 
 func TestSelection(t *testing.T) {
 	created := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(0xA1B2), NotBefore: created.Add(-time.Hour)}
-	crt := fixture.Certificate("shop", "web", "platform-ca")
+	recorded := issued.Entry{Serial: "A1B2", Issuer: issued.ClusterIssuer("platform-ca"), Cluster: "prod-eu", Namespace: "shop", Kind: issued.KindCertificate,
+		Name: "web", NotBefore: created.Add(-time.Hour), RecordedAt: created.Add(-time.Hour), Why: "DoesNotExist"}
 	rev := func(spec hubapi.CertificateRevocationSpec) *hubapi.CertificateRevocation {
 		return &hubapi.CertificateRevocation{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}, Spec: spec}
 	}
@@ -38,36 +40,59 @@ func TestSelection(t *testing.T) {
 		name    string
 		spec    hubapi.CertificateRevocationSpec
 		cluster string
-		leaf    *x509.Certificate
+		entry   func(*issued.Entry)
 		want    bool
 	}{
 		{name: "serial as written with colons and case", spec: hubapi.CertificateRevocationSpec{Serials: []string{"00:a1:B2"}}, want: true},
 		{name: "another serial", spec: hubapi.CertificateRevocationSpec{Serials: []string{"A1B3"}}, want: false},
 		{name: "issuer", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"}, want: true},
 		{name: "another issuer", spec: hubapi.CertificateRevocationSpec{IssuerName: "other-ca"}, want: false},
+		{name: "a namespaced Issuer of the same name", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"},
+			entry: func(e *issued.Entry) { e.Issuer = issued.NamespacedIssuer("shop", "platform-ca") }, want: false},
 		{name: "namespace glob", spec: hubapi.CertificateRevocationSpec{Namespace: "sh*", Certificate: "web"}, want: true},
 		{name: "another name", spec: hubapi.CertificateRevocationSpec{Certificate: "api"}, want: false},
+		{name: "a CertificateRequest by its name", spec: hubapi.CertificateRevocationSpec{Certificate: "web-*"},
+			entry: func(e *issued.Entry) {
+				e.Kind, e.Name, e.Why = issued.KindCertificateRequest, "web-1", issued.WhyRequest
+			}, want: true},
 		{name: "cluster glob", spec: hubapi.CertificateRevocationSpec{Clusters: []string{"prod-*"}}, cluster: "prod-eu", want: true},
 		{name: "another cluster", spec: hubapi.CertificateRevocationSpec{Clusters: []string{"prod-*"}}, cluster: "dev", want: false},
 		{name: "issued before the cutoff", spec: hubapi.CertificateRevocationSpec{IssuedBefore: &metav1.Time{Time: created}}, want: true},
 		{name: "issued after the cutoff", spec: hubapi.CertificateRevocationSpec{IssuedBefore: &before}, want: false},
-		{name: "issued after the revocation was created (its renewal)", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"},
-			leaf: &x509.Certificate{SerialNumber: big.NewInt(7), NotBefore: created.Add(time.Second)}, want: false},
+		{name: "recorded after the revocation was created", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"},
+			entry: func(e *issued.Entry) { e.RecordedAt = created.Add(2 * time.Second) }, want: false},
+		{name: "a renewal a revocation asked for, in the second of creation", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"},
+			entry: func(e *issued.Entry) { e.RecordedAt, e.Why = created.Add(300*time.Millisecond), reasons.Revocation }, want: false},
+		{name: "a renewal for another reason, in the second of creation", spec: hubapi.CertificateRevocationSpec{IssuerName: "platform-ca"},
+			entry: func(e *issued.Entry) { e.RecordedAt, e.Why = created.Add(300*time.Millisecond), reasons.Renewing }, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, cluster := leaf, "prod-eu"
-			if tc.leaf != nil {
-				l = tc.leaf
+			e, cluster := recorded, "prod-eu"
+			if tc.entry != nil {
+				tc.entry(&e)
 			}
 			if tc.cluster != "" {
 				cluster = tc.cluster
 			}
 			r := rev(tc.spec)
-			if got := selectsCluster(r, cluster) && selectsCertificate(r, crt) && selectsLeaf(r, l); got != tc.want {
+			if got := selectsCluster(r, cluster) && selectsEntry(r, e); got != tc.want {
 				t.Errorf("selected %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// record is a record holding fixed entries.
+type record []issued.Entry
+
+func (r record) Cluster(name string) []issued.Entry {
+	var out []issued.Entry
+	for _, e := range r {
+		if e.Cluster == name {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // newTestController is a Controller on a fake hub holding a CA ClusterIssuer.
@@ -85,7 +110,7 @@ func newTestController(t *testing.T, objs ...client.Object) (*Controller, client
 	hub := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, caSecret, ci)...).
 		WithStatusSubresource(&hubapi.CertificateRevocation{}).Build()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
-	c, err := New(Options{Namespace: "certhub", Hub: hub, Live: hub, Registerer: prometheus.NewRegistry(), clock: clk,
+	c, err := New(Options{Namespace: "certhub", Hub: hub, Live: hub, Record: record(nil), Registerer: prometheus.NewRegistry(), clock: clk,
 		Leaf: func(context.Context, multicluster.ClusterName, cluster.Cluster, client.ObjectKey) (*x509.Certificate, error) {
 			return nil, nil
 		},

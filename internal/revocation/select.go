@@ -6,10 +6,11 @@ import (
 	"path"
 	"slices"
 	"strings"
-
-	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"time"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
+	"github.com/certhub/certhub/internal/issued"
 )
 
 // Serial is a certificate's serial as the API shows it: upper-case
@@ -42,30 +43,26 @@ func selectsCluster(rev *hubapi.CertificateRevocation, cluster string) bool {
 	return slices.ContainsFunc(rev.Spec.Clusters, func(p string) bool { return glob(p, cluster) })
 }
 
-// selectsCertificate reports whether rev selects crt by where it is and
-// the hub issuer it names (before its certificate is looked at).
-func selectsCertificate(rev *hubapi.CertificateRevocation, crt *cmapi.Certificate) bool {
+// selectsEntry reports whether rev selects the recorded certificate e.
+// A revocation never selects a certificate recorded after it was created
+// (to the second, as creation is kept), nor the renewals revocations ask
+// for, so a renewal it caused is not selected again.
+func selectsEntry(rev *hubapi.CertificateRevocation, e issued.Entry) bool {
 	s := rev.Spec
-	return glob(s.Namespace, crt.Namespace) && glob(s.Certificate, crt.Name) &&
-		(s.IssuerName == "" || s.IssuerName == crt.Spec.IssuerRef.Name)
-}
-
-// selectsLeaf reports whether rev selects the issued certificate leaf. A
-// revocation never selects a certificate issued after it was created, so
-// a renewal is not selected again; both times have a second's precision,
-// so one issued in the second of its creation is (inCluster tells a
-// renewal in that second apart).
-func selectsLeaf(rev *hubapi.CertificateRevocation, leaf *x509.Certificate) bool {
-	s := rev.Spec
-	if leaf.NotBefore.After(rev.CreationTimestamp.Time) {
+	if !glob(s.Namespace, e.Namespace) || !glob(s.Certificate, e.Name) {
 		return false
 	}
-	if s.IssuedBefore != nil && !leaf.NotBefore.Before(s.IssuedBefore.Time) {
+	if s.IssuerName != "" && e.Issuer != issued.ClusterIssuer(s.IssuerName) {
+		return false
+	}
+	if e.Why == reasons.Revocation || !e.RecordedAt.Before(rev.CreationTimestamp.Add(time.Second)) {
+		return false
+	}
+	if s.IssuedBefore != nil && !e.NotBefore.Before(s.IssuedBefore.Time) {
 		return false
 	}
 	if len(s.Serials) > 0 {
-		serial := Serial(leaf)
-		return slices.ContainsFunc(s.Serials, func(x string) bool { return normalSerial(x) == serial })
+		return slices.ContainsFunc(s.Serials, func(x string) bool { return normalSerial(x) == e.Serial })
 	}
 	return true
 }

@@ -52,6 +52,10 @@ const (
 	// (Ready=False, nothing signed), or, on the PolicyViolation condition, no
 	// longer allows the certificate already issued.
 	PolicyDenied = "PolicyDenied"
+	// NotRecorded: the Secret's certificate is not the one the hub's record
+	// holds for this Certificate (internal/issued): a pasted tls.crt, another
+	// Certificate's, one the hub never issued. Re-issued.
+	NotRecorded = "CertificateNotRecorded"
 	// IssuanceFailed: signing or writing failed; retried with backoff.
 	IssuanceFailed = "IssuanceFailed"
 	// IssuanceLoop: one generation was issued more than the loop guard

@@ -103,11 +103,6 @@ const (
 	// generation for the loop guard ("generation=G,count=N,since=RFC3339,
 	// trips=T"), written with each issuance.
 	IssuancesAnnotation = KeyPrefix + "issuances"
-	// RequestHashAnnotation is on Secrets whose certificate came from a CA
-	// that decides subject, usages and lifetime itself (ACME). It holds a
-	// digest of the request made from the spec; the spec is compared with
-	// it, as cert-manager compares the spec with its CertificateRequest.
-	RequestHashAnnotation = KeyPrefix + "request-hash"
 )
 
 // On downstream Certificates.

@@ -1,0 +1,131 @@
+package certsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/go-logr/logr"
+
+	"github.com/certhub/certhub/internal/apis/reasons"
+	"github.com/certhub/certhub/internal/certspec"
+	"github.com/certhub/certhub/internal/issued"
+)
+
+// recordView is what the record says of the certificates of one
+// Certificate: the trigger chain asks it whether the Secret's certificate
+// is the one the hub issued for it, and for the request an ordered one was
+// made for. Nil when there is no record.
+type recordView struct {
+	issuer     string         // the Certificate's issuer, as entries name it
+	object     issued.Object  // the Certificate
+	rebuilding bool           // Record.Rebuilding
+	lookup     func(issuer, serial string) (issued.Entry, bool)
+}
+
+// entry is the record's entry of cert, if any, whoever it was issued for.
+func (v *recordView) entry(cert *x509.Certificate) (issued.Entry, bool) {
+	return v.lookup(v.issuer, issued.Serial(cert))
+}
+
+// view is t's recordView (nil without a record).
+func (r *reconciler) view(t *target) *recordView {
+	if r.opts.Record == nil {
+		return nil
+	}
+	return &recordView{issuer: issuerOf(t), object: objectOf(t), rebuilding: r.opts.Record.Rebuilding(), lookup: r.opts.Record.Lookup}
+}
+
+func issuerOf(t *target) string {
+	ref := t.crt.Spec.IssuerRef
+	return issued.IssuerOf(certspec.IssuerKind(ref), ref.Name, t.crt.Namespace)
+}
+
+func objectOf(t *target) issued.Object {
+	return issued.Object{Cluster: string(t.name), Kind: issued.KindCertificate, Namespace: t.crt.Namespace, Name: t.crt.Name}
+}
+
+// fingerprint is the SHA-256 of cert's DER, hex.
+func fingerprint(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// certificateIsRecorded keeps a certificate only when the record holds it,
+// byte for byte, for this Certificate: a tls.crt pasted by a tenant (its
+// own earlier certificate, another Certificate's, a self-signed copy with
+// a serial of the hub's) is re-issued. Not recorded but kept: a
+// certificate cert-manager wrote that is being taken over (its CA vouches,
+// secretIssuerAnnotationsMatch), or one found while the record rebuilds
+// that verifies against the issuer named; both are recorded when kept.
+func certificateIsRecorded(in input, st *secretState) (string, string, bool) {
+	v := in.record
+	if v == nil {
+		return "", "", false
+	}
+	serial := issued.Serial(st.cert)
+	e, ok := v.entry(st.cert)
+	switch {
+	case ok && e.Object() != v.object:
+		return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the Secret's certificate (serial %s) was issued for %s %s/%s in cluster %s, not for this Certificate",
+			serial, e.Kind, e.Namespace, e.Name, e.Cluster), true
+	case ok && e.SHA256 != fingerprint(st.cert):
+		return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the Secret's certificate is not the one the hub issued with serial %s", serial), true
+	case ok, in.adopting:
+		return "", "", false
+	case v.rebuilding:
+		if in.sameIssuer != nil {
+			if same, known := in.sameIssuer(st.cert); known && !same {
+				return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the Secret's certificate (serial %s) was not signed by %s", serial, v.issuer), true
+			}
+		}
+		return "", "", false
+	}
+	return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the hub has no record of issuing the Secret's certificate (serial %s) for this Certificate", serial), true
+}
+
+// requestHashOf is the hash of the request the Secret's certificate was
+// ordered with, from the record ("" when it was signed as asked, or there
+// is no record).
+func requestHashOf(in input, st *secretState) string {
+	if in.record == nil || st.cert == nil {
+		return ""
+	}
+	if e, ok := in.record.entry(st.cert); ok && e.Object() == in.record.object {
+		return e.RequestHash
+	}
+	return ""
+}
+
+// recordKept records a certificate kept without the record holding it:
+// taken over from cert-manager, or found while the record rebuilds.
+func (r *reconciler) recordKept(ctx context.Context, t *target, cert *x509.Certificate) error {
+	if r.opts.Record == nil || t.dry || cert == nil {
+		return nil
+	}
+	if _, ok := r.opts.Record.Lookup(issuerOf(t), issued.Serial(cert)); ok {
+		return nil
+	}
+	e := issued.For(cert, issuerOf(t), objectOf(t), string(t.crt.UID))
+	e.Why = issued.WhyRebuilt
+	if t.adopting {
+		e.Why = issued.WhyAdopted
+	}
+	logr.FromContextOrDiscard(ctx).Info("recording a certificate the hub keeps", "why", e.Why, "serial", e.Serial)
+	return r.opts.Record.Add(ctx, e)
+}
+
+// recordIssued records cert, signed for t, before it is written.
+func (r *reconciler) recordIssued(ctx context.Context, t *target, cert *x509.Certificate, requestHash string) error {
+	if r.opts.Record == nil {
+		return nil
+	}
+	e := issued.For(cert, issuerOf(t), objectOf(t), string(t.crt.UID))
+	e.Why, e.Replaces, e.RequestHash = t.why, t.replaces, requestHash
+	if requestHash != "" {
+		e.DER = cert.Raw // ordered (ACME): revokeCert needs the certificate
+	}
+	return r.opts.Record.Add(ctx, e)
+}

@@ -19,9 +19,9 @@ import (
 // is the one the hub issued for it, and for the request an ordered one was
 // made for. Nil when there is no record.
 type recordView struct {
-	issuer     string         // the Certificate's issuer, as entries name it
-	object     issued.Object  // the Certificate
-	rebuilding bool           // Record.Rebuilding
+	issuer     string        // the Certificate's issuer, as entries name it
+	object     issued.Object // the Certificate
+	rebuilding bool          // Record.Rebuilding
 	lookup     func(issuer, serial string) (issued.Entry, bool)
 }
 

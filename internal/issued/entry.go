@@ -48,8 +48,8 @@ type Entry struct {
 	UID string `json:"uid,omitempty"`
 	// Names are the subject alternative names and common name (at most
 	// MaxNamesKept; NamesOmitted counts the rest).
-	Names        []string `json:"names,omitempty"`
-	NamesOmitted int      `json:"namesOmitted,omitempty"`
+	Names        []string  `json:"names,omitempty"`
+	NamesOmitted int       `json:"namesOmitted,omitempty"`
 	NotBefore    time.Time `json:"notBefore"`
 	NotAfter     time.Time `json:"notAfter"`
 	// SHA256 is the SHA-256 of the certificate's DER, hex: what the hub

@@ -17,8 +17,8 @@ type index struct {
 	byObject map[Object][]*Entry
 	// byCluster: cluster → key → entry (revocation selects per cluster).
 	byCluster map[string]map[string]*Entry
-	chunks   map[string]map[string]struct{} // ConfigMap name → its keys
-	bad      map[string]error               // ConfigMap/key → why it did not decode
+	chunks    map[string]map[string]struct{} // ConfigMap name → its keys
+	bad       map[string]error               // ConfigMap/key → why it did not decode
 	// local: entries this replica stored that no ConfigMap seen holds yet.
 	local map[string]struct{}
 }

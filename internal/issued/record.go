@@ -270,7 +270,9 @@ func (r *Record) Add(ctx context.Context, e Entry) error {
 }
 
 // Lookup is the entry of serial signed by issuer.
-func (r *Record) Lookup(issuer, serial string) (Entry, bool) { return r.idx.lookup(Key(issuer, serial)) }
+func (r *Record) Lookup(issuer, serial string) (Entry, bool) {
+	return r.idx.lookup(Key(issuer, serial))
+}
 
 // Object is every entry signed for o, oldest first.
 func (r *Record) Object(o Object) []Entry {

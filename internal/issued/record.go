@@ -40,7 +40,7 @@ const (
 // Defaults of Options.
 const (
 	DefaultMaxChunkBytes     = 768 << 10
-	DefaultMaxEntries        = 500_000
+	DefaultMaxEntries        = 250_000
 	DefaultRetainAfterExpiry = 24 * time.Hour
 	DefaultPruneInterval     = time.Hour
 	DefaultRebuildWindow     = 24 * time.Hour

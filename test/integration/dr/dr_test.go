@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
 	"github.com/certhub/certhub/test/fixture/testbed"
@@ -108,9 +109,9 @@ func TestHubRebuiltFromGitIssuesNothingAgain(t *testing.T) {
 	}
 	readyOnReplica(t, before, 2*perCluster)
 	audit.WaitCaughtUp(t, bed.Downstreams, fixture.WaitTimeout)
-	issued := audit.Issuances()
-	if issued != 2*perCluster {
-		t.Fatalf("%d certificates issued before the disaster, want %d", issued, 2*perCluster)
+	signed := audit.Issuances()
+	if signed != 2*perCluster {
+		t.Fatalf("%d certificates issued before the disaster, want %d", signed, 2*perCluster)
 	}
 
 	// What survives the hub: Git (the ClusterIssuer, the registrations) and
@@ -156,14 +157,33 @@ func TestHubRebuiltFromGitIssuesNothingAgain(t *testing.T) {
 	// Steady: a quiet spell in which nothing is issued again.
 	fixture.ExpectStable(t, bed.Downstreams[0].Client, nil, 5*time.Second, audit.Issuances)
 	audit.WaitCaughtUp(t, bed.Downstreams, fixture.WaitTimeout)
-	if got := audit.Issuances(); got != issued {
-		t.Errorf("the rebuilt hub issued %d certificates again, want 0 (serials seen: %d before, %d after)", got-issued, issued, got)
+	if got := audit.Issuances(); got != signed {
+		t.Errorf("the rebuilt hub issued %d certificates again, want 0 (serials seen: %d before, %d after)", got-signed, signed, got)
 	}
 	for _, cp := range bed.Downstreams {
 		for _, key := range crts[:perCluster] {
 			if n := audit.Serials(cp.Name, key.Namespace, key.Name+"-tls"); n != 1 {
 				t.Errorf("%s/%s: its Secret carried %d certificates, want 1", cp.Name, key, n)
 			}
+		}
+	}
+	// The record of what the hub signed is rebuilt from what downstream
+	// holds: every certificate, once, as Rebuilt.
+	var entries []issued.Entry
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		list := &corev1.ConfigMapList{}
+		if err := bed.Hub.Client.List(ctx, list, client.InNamespace(bed.HubNamespace()), client.MatchingLabels{issued.RecordLabel: issued.RecordChunk}); err != nil {
+			return false, nil
+		}
+		entries, _ = issued.Entries(list.Items)
+		return len(entries) >= 2*perCluster, nil
+	})
+	if err != nil || len(entries) != 2*perCluster {
+		t.Fatalf("the rebuilt record holds %d entries, want %d", len(entries), 2*perCluster)
+	}
+	for _, e := range entries {
+		if e.Why != issued.WhyRebuilt {
+			t.Errorf("%s/%s/%s serial %s recorded as %q, want %q", e.Cluster, e.Namespace, e.Name, e.Serial, e.Why, issued.WhyRebuilt)
 		}
 	}
 	audit.Check(t)

@@ -52,6 +52,10 @@ type report struct {
 	HubDownSeconds  float64  `json:"hubRestartDownSeconds"`
 	ConvergeSeconds float64  `json:"convergeSecondsAfterFaults"`
 	Issuances       int      `json:"issuancesSeen"`
+	// The record of issued certificates against what reached the fleet.
+	RecordEntries     int `json:"recordDeliveredEntries"`
+	RecordUndelivered int `json:"recordUndeliveredEntries"`
+	Reached           int `json:"certificatesReachedFleet"`
 	ExactIssuances  int      `json:"certificatesIssuedExactlyAsRequired"`
 	SecretWrites    int      `json:"secretWritesAudited"`
 	Samples         int      `json:"ownershipSamples"`
@@ -108,6 +112,8 @@ func TestChaos(tt *testing.T) {
 		d := &driver{cp: cp, rng: rand.New(rand.NewPCG(rep.Seed, uint64(i))), created: &created, updated: &updated, errs: &driverErrs}
 		n, u := share(*certs, len(bed.Downstreams), i), share(*updates, len(bed.Downstreams), i)
 		drivers.Go(func() { d.run(ctx, start, *duration, n, u) })
+		r := share(*requests, len(bed.Downstreams), i)
+		drivers.Go(func() { createRequests(ctx, cp, start, *duration/2, r, func() { driverErrs.Add(1) }) })
 	}
 
 	// SIGKILL a random replica every few seconds and start it again under the
@@ -224,6 +230,7 @@ func TestChaos(tt *testing.T) {
 	rep.Checks = append(rep.Checks, fmt.Sprintf("stable: no issuance and no revision change in the %s after convergence", stableFor))
 	checkNoSecretLost(t, audit, &rep)
 	checkOwnershipGaps(t, samples, timings, &outageWin, &hubWin, &rep)
+	checkRecordMatches(t, audit, *requests, &rep)
 	rep.SecretWrites = audit.Check(t) // one writer per fence transition
 	rep.Checks = append(rep.Checks, fmt.Sprintf("%d Secret writes audited: one writer per fence transition, transitions never go backwards", rep.SecretWrites))
 

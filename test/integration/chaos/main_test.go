@@ -31,6 +31,7 @@ const (
 
 var (
 	certs     = flag.Int("chaos.certs", 300, "Certificates created over the run (spread over the clusters)")
+	requests  = flag.Int("chaos.requests", 12, "CertificateRequests (certhub.io issuer) created and approved over the run")
 	updates   = flag.Int("chaos.updates", 200, "spec changes (new DNS name) made to issued Certificates over the run")
 	duration  = flag.Duration("chaos.duration", 100*time.Second, "how long the faults go on")
 	outage    = flag.Duration("chaos.outage", 30*time.Second, "how long one downstream API server stays stopped")

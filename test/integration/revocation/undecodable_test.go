@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture"
@@ -25,18 +22,7 @@ func TestUndecodableCertificateStopsNoRevocation(t *testing.T) {
 	cp := env.Bed.Downstreams[0]
 	const ns = "undecodable"
 	crt, leaked := issue(t, cp, ns, "leaked")
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fixture.Certificate(ns, "one-day", issuerName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := &unstructured.Unstructured{Object: obj}
-	bad.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.CertificateKind))
-	if err := unstructured.SetNestedField(bad.Object, "1 day", "spec", "duration"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.Client.Create(ctx, bad); err != nil {
-		t.Fatalf("the API server refused the Certificate (the test needs it stored): %v", err)
-	}
+	fixture.UndecodableCertificate(t, cp.Client, ns, "one-day", issuerName, nil)
 	rev := &hubapi.CertificateRevocation{ObjectMeta: metav1.ObjectMeta{Name: "beside-undecodable"}, Spec: hubapi.CertificateRevocationSpec{
 		Serials: []string{fmt.Sprintf("%x", leaked.SerialNumber)}, Reason: hubapi.RevocationKeyCompromise}}
 	if err := env.Bed.Hub.Client.Create(ctx, rev); err != nil {

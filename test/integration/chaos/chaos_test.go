@@ -39,29 +39,32 @@ const versionAnnotation = "chaos.certhub.io/version"
 
 // report is what the run did; `make chaos` writes it as JSON (CHAOS_REPORT).
 type report struct {
-	Seed            uint64   `json:"seed"`
-	Clusters        int      `json:"clusters"`
-	Replicas        int      `json:"replicas"`
-	DurationSeconds float64  `json:"faultWindowSeconds"`
-	Created         int64    `json:"certificatesCreated"`
-	Updated         int64    `json:"specChanges"`
-	DriverErrors    int64    `json:"driverErrors"`
-	Kills           int64    `json:"sigkills"`
-	LateRestarts    int64    `json:"restartsAfterLeaseExpiry"`
-	OutageSeconds   float64  `json:"downstreamOutageSeconds"`
-	HubDownSeconds  float64  `json:"hubRestartDownSeconds"`
-	ConvergeSeconds float64  `json:"convergeSecondsAfterFaults"`
-	Issuances       int      `json:"issuancesSeen"`
+	Seed            uint64  `json:"seed"`
+	Clusters        int     `json:"clusters"`
+	Replicas        int     `json:"replicas"`
+	DurationSeconds float64 `json:"faultWindowSeconds"`
+	Created         int64   `json:"certificatesCreated"`
+	Updated         int64   `json:"specChanges"`
+	DriverErrors    int64   `json:"driverErrors"`
+	Kills           int64   `json:"sigkills"`
+	LateRestarts    int64   `json:"restartsAfterLeaseExpiry"`
+	OutageSeconds   float64 `json:"downstreamOutageSeconds"`
+	HubDownSeconds  float64 `json:"hubRestartDownSeconds"`
+	ConvergeSeconds float64 `json:"convergeSecondsAfterFaults"`
+	Issuances       int     `json:"issuancesSeen"`
 	// The record of issued certificates against what reached the fleet.
 	RecordEntries     int `json:"recordDeliveredEntries"`
 	RecordUndelivered int `json:"recordUndeliveredEntries"`
-	Reached           int `json:"certificatesReachedFleet"`
-	ExactIssuances  int      `json:"certificatesIssuedExactlyAsRequired"`
-	SecretWrites    int      `json:"secretWritesAudited"`
-	Samples         int      `json:"ownershipSamples"`
-	MaxGapSeconds   float64  `json:"maxUnownedSeconds"`
-	FaultGaps       []string `json:"gapsOverlappingOutages,omitempty"`
-	Checks          []string `json:"invariantsChecked"`
+	// RecordSeenReplaced: delivered entries the auditor missed (an outage
+	// cut its watch) that a later entry replaced, read from the Secret.
+	RecordSeenReplaced int      `json:"recordSeenOnlyAsReplaced"`
+	Reached            int      `json:"certificatesReachedFleet"`
+	ExactIssuances     int      `json:"certificatesIssuedExactlyAsRequired"`
+	SecretWrites       int      `json:"secretWritesAudited"`
+	Samples            int      `json:"ownershipSamples"`
+	MaxGapSeconds      float64  `json:"maxUnownedSeconds"`
+	FaultGaps          []string `json:"gapsOverlappingOutages,omitempty"`
+	Checks             []string `json:"invariantsChecked"`
 }
 
 func TestChaos(tt *testing.T) {

@@ -28,7 +28,7 @@ func benchEntries(b *testing.B, n int, ordered bool) []Entry {
 	out := make([]Entry, n)
 	for i := range n {
 		tmpl := &x509.Certificate{SerialNumber: new(big.Int).Lsh(big.NewInt(int64(i+1)), 100), Subject: pkix.Name{CommonName: fmt.Sprintf("svc-%05d.apps.example.com", i)},
-			DNSNames: []string{fmt.Sprintf("svc-%05d.apps.example.com", i), fmt.Sprintf("svc-%05d.apps.svc.cluster.local", i)},
+			DNSNames:  []string{fmt.Sprintf("svc-%05d.apps.example.com", i), fmt.Sprintf("svc-%05d.apps.svc.cluster.local", i)},
 			NotBefore: t0, NotAfter: t0.Add(90 * 24 * time.Hour)}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 		if err != nil {

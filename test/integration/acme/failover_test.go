@@ -98,6 +98,25 @@ func TestACMEOrderSurvivesItsHoldersDeath(t *testing.T) {
 	if got := txt(t, ca.Nameserver, "_acme-challenge.web."+ca.Zone+"."); len(got) != 0 {
 		t.Errorf("TXT left after the resumed order: %v", got)
 	}
+	// The hub's record holds each certificate the CA issued through an
+	// order once — the one the dead replica's order yielded included — with
+	// the certificate kept for revokeCert.
+	served := fixture.ManagedSerials(t, down)
+	entries, undelivered := fixture.Record(t, hub, ns)
+	for _, e := range entries {
+		where, ok := served[fixture.DecimalSerial(e.Serial)]
+		switch {
+		case undelivered[e.Key()]:
+			t.Errorf("ACME serial %s recorded as never delivered", e.Serial)
+		case !ok:
+			t.Errorf("the record holds ACME serial %s (%s/%s), which no Secret holds", e.Serial, e.Namespace, e.Name)
+		case len(e.DER) == 0 || e.Issuer != "ClusterIssuer/pebble":
+			t.Errorf("%s: entry %s of issuer %s keeps %d bytes of certificate", where, e.Serial, e.Issuer, len(e.DER))
+		}
+	}
+	if len(entries) != len(served) || len(entries) != ca.Count().Orders {
+		t.Errorf("the record holds %d entries, %d Secrets hold a certificate, Pebble has %d orders; want all equal", len(entries), len(served), ca.Count().Orders)
+	}
 }
 
 // orderWaiting starts a bed whose hub replica holds each ACME order for

@@ -91,6 +91,7 @@ func TestSupersededAndRequestSerialsAreRevoked(t *testing.T) {
 	ctx := context.Background()
 	cp := env.Bed.Downstreams[2]
 	crt, first := issue(t, cp, "superseded", "web")
+	neighbour, neighbourLeaf := issue(t, cp, "superseded", "api")
 	cur := &cmapi.Certificate{}
 	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(crt), cur); err != nil {
 		t.Fatal(err)
@@ -134,6 +135,9 @@ func TestSupersededAndRequestSerialsAreRevoked(t *testing.T) {
 	if now := leafOf(t, cp, crt); now.SerialNumber.Cmp(second.SerialNumber) != 0 {
 		t.Error("the Certificate holding the current serial was renewed for a revocation of its superseded one")
 	}
+	if now := leafOf(t, cp, neighbour); now.SerialNumber.Cmp(neighbourLeaf.SerialNumber) != 0 || listed(crl, neighbourLeaf.SerialNumber) {
+		t.Error("the neighbour's certificate was renewed or revoked")
+	}
 }
 
 // A request hash written on a tenant's Secret decides nothing: a tenant
@@ -143,6 +147,7 @@ func TestForgedRequestHashChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	cp := env.Bed.Downstreams[0]
 	crt, old := issue(t, cp, "forged-hash", "web")
+	neighbour, neighbourLeaf := issue(t, cp, "forged-hash", "api")
 	cur := &cmapi.Certificate{}
 	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(crt), cur); err != nil {
 		t.Fatal(err)
@@ -171,6 +176,9 @@ func TestForgedRequestHashChangesNothing(t *testing.T) {
 	got := fixture.WaitReady(t, cp.Client, client.ObjectKeyFromObject(crt))
 	if c := fixture.Condition(got, cmapi.CertificateConditionIssuing); c != nil && c.Reason == reasons.NotRecorded {
 		t.Errorf("issuing: %+v", c)
+	}
+	if now := leafOf(t, cp, neighbour); now.SerialNumber.Cmp(neighbourLeaf.SerialNumber) != 0 {
+		t.Error("the neighbour's certificate was re-issued")
 	}
 }
 

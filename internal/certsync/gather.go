@@ -86,7 +86,14 @@ func notAdoptable(s *corev1.Secret, crt *cmapi.Certificate) string {
 
 // liveSecret reads Secret key from the API server, bypassing the cache; nil when it does not exist.
 func (r *reconciler) liveSecret(ctx context.Context, cl cluster.Cluster, key client.ObjectKey) (*corev1.Secret, error) {
-	return liveSecret(ctx, cl, key)
+	live := &corev1.Secret{}
+	if err := cl.GetAPIReader().Get(ctx, key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get Secret %s: %w", key, err)
+	}
+	return live, nil
 }
 
 // gathered is what a decision about one Certificate reads besides the

@@ -231,7 +231,7 @@ func (r *reconciler) applySecret(ctx context.Context, t *target, existing *corev
 	// The answer is the Secret as written: held, so the watch's news of
 	// this version needs no read.
 	if written, err := secretOf(ac); err == nil && written.ResourceVersion != "" {
-		r.secrets.put(t.name, written)
+		r.secrets.Put(t.name, written)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/certspec"
+	"github.com/certhub/certhub/internal/secretcache"
 )
 
 // Metric names mirror cert-manager's certmanager_certificate_* so dashboards
@@ -216,13 +217,13 @@ func (m *syncMetrics) issued(cluster multicluster.ClusterName, result string, si
 // and its Secrets when the engagement ends.
 type metricsJanitor struct {
 	m       *syncMetrics
-	secrets *Secrets
+	secrets *secretcache.Store
 }
 
 func (j metricsJanitor) Engage(ctx context.Context, name multicluster.ClusterName, _ cluster.Cluster) error {
 	context.AfterFunc(ctx, func() {
 		j.m.forgetCluster(name)
-		j.secrets.drop(name)
+		j.secrets.Drop(name)
 	})
 	return nil
 }

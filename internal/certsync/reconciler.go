@@ -28,6 +28,7 @@ import (
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/secretcache"
 )
 
 type reconciler struct {
@@ -36,9 +37,9 @@ type reconciler struct {
 	opts       Options
 	metrics    *syncMetrics
 	guard      loopGuard
-	largeKeys  chan struct{} // a slot per worker allowed to generate a large key
-	requests   requestIndex  // cert-manager's requests, for take-overs (adopt.go)
-	secrets    *Secrets      // managed Secrets' data by version (secrets.go)
+	largeKeys  chan struct{}      // a slot per worker allowed to generate a large key
+	requests   requestIndex       // cert-manager's requests, for take-overs (adopt.go)
+	secrets    *secretcache.Store // managed Secrets' data by version (secrets.go)
 }
 
 // newReconciler builds the reconciler from defaulted options.
@@ -236,7 +237,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 			// Left alone; in external mode cert-manager runs the
 			// Certificates and the hub signs their requests (crsign).
 			m.Forget(req.ClusterName, req.Namespace, req.Name)
-			r.secrets.drop(req.ClusterName)     // nothing of its Secrets is kept either
+			r.secrets.Drop(req.ClusterName)     // nothing of its Secrets is kept either
 			return nil, reconcile.Result{}, nil // left alone
 		}
 		t.dry = !m.Writes(req.ClusterName)

@@ -36,6 +36,7 @@ import (
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/secretcache"
 )
 
 // Defaults for Options.
@@ -188,7 +189,7 @@ type Options struct {
 	// Secrets holds the data of the managed Secrets by version (the watch
 	// holds only their metadata); the hub shares it with the CA rotation.
 	// Defaults to a new one.
-	Secrets *Secrets
+	Secrets *secretcache.Store
 	// Indexer, when set, indexes every engaged cluster's Certificates by
 	// spec.secretName (the hub passes its inventory.Provider): finding the
 	// Certificates that share a Secret is then one lookup, not a list of
@@ -237,7 +238,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Secrets == nil {
-		o.Secrets = &Secrets{}
+		o.Secrets = &secretcache.Store{}
 	}
 	if o.Identity == "" {
 		o.Identity, _ = os.Hostname()
@@ -308,7 +309,7 @@ func (o Options) Validate() error {
 // by CacheOptions): started before a cluster is engaged, they keep a standby
 // replica's cache warm.
 func Informers() []client.Object {
-	return []client.Object{certspec.NewObject(), secretMeta()}
+	return []client.Object{certspec.NewObject(), secretcache.Meta()}
 }
 
 // CacheOptions makes a downstream cluster cache only the Secrets certhub
@@ -362,13 +363,13 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		opts.Policy.Subscribe(feed.kick)
 	}
 	if m := opts.Migration; m != nil {
-		opts.Secrets.readable = func(name multicluster.ClusterName) bool {
+		opts.Secrets.SetReadable(func(name multicluster.ClusterName) bool {
 			mode := m.Mode(name)
 			return mode != migrate.Off && mode != migrate.External
-		}
+		})
 		m.Subscribe(func(name multicluster.ClusterName) {
 			if mode := m.Mode(name); mode == migrate.Off || mode == migrate.External {
-				opts.Secrets.drop(name) // keys stay downstream: none is kept here either
+				opts.Secrets.Drop(name) // keys stay downstream: none is kept here either
 			}
 		})
 	}
@@ -378,7 +379,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
 		For(certspec.NewObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
-		Watches(secretMeta(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
+		Watches(secretcache.Meta(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
 		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
 		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation

@@ -27,7 +27,6 @@ import (
 	"github.com/certhub/certhub/internal/acme"
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -36,6 +35,7 @@ import (
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
+	"github.com/certhub/certhub/internal/secretcache"
 	"github.com/certhub/certhub/internal/shard"
 )
 
@@ -187,7 +187,7 @@ type Hub struct {
 	acme     *acme.Service
 	issuers  *issuance.Resolver
 	rotator  *rotation.Rotator
-	secrets  certsync.Secrets // managed Secrets' data, shared by certsync and the rotation
+	secrets  secretcache.Store // managed Secrets' data, shared by certsync, the rotation and the revocation
 	revoker  *revocation.Controller
 	// record is the hub's record of what it signed (internal/issued): every
 	// signer records before delivering; revocation selects from it.

@@ -76,7 +76,7 @@ type Options struct {
 	// selects from (internal/issued). Required.
 	Record Record
 	// Leaf reads the certificate of a managed Secret downstream (the hub
-	// passes certsync's Secrets: read once per version, never where the
+	// passes the secretcache.Store: read once per version, never where the
 	// cluster's mode keeps keys downstream). Required.
 	Leaf func(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*x509.Certificate, error)
 	// ACME revokes ACME certificates at their CA. Nil: they stay Failed.

@@ -1,4 +1,4 @@
-package certsync
+package secretcache
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -47,7 +48,7 @@ func TestSecretsReadOncePerVersionAndNeverWhereKeysStay(t *testing.T) {
 					}
 					return c.Get(ctx, k, o, opts...)
 				}}).Build()
-			s := &Secrets{readable: func(multicluster.ClusterName) bool { return tc.readable }}
+			s := &Store{readable: func(multicluster.ClusterName) bool { return tc.readable }}
 			cl := &fakeCluster{c: c}
 			for i := range 2 {
 				got, isForeign, err := s.Get(context.Background(), "east", cl, key)
@@ -75,3 +76,12 @@ func TestSecretsReadOncePerVersionAndNeverWhereKeysStay(t *testing.T) {
 		})
 	}
 }
+
+// fakeCluster serves a fake client as a downstream cluster.
+type fakeCluster struct {
+	cluster.Cluster
+	c client.Client
+}
+
+func (f *fakeCluster) GetClient() client.Client    { return f.c }
+func (f *fakeCluster) GetAPIReader() client.Reader { return f.c }

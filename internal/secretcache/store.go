@@ -1,4 +1,4 @@
-package certsync
+package secretcache
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // labels a tenant sets (secretTemplate can set certhub's own), so a cluster
 // in external mode sends the hub no key; where the hub issues, the data of
 // a managed Secret is read once per version it did not write (secretStore).
-func secretMeta() *metav1.PartialObjectMetadata {
+func Meta() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return m
@@ -35,25 +35,28 @@ func secretMeta() *metav1.PartialObjectMetadata {
 // off) keeps its Secrets' data out of the hub: nothing was read.
 var ErrKeysStayDownstream = errors.New("the cluster's mode keeps Secrets downstream")
 
-// Secrets keeps the managed Secrets as this replica last read or wrote
+// Store keeps the managed Secrets as this replica last read or wrote
 // them, by cluster, keyed by resourceVersion: a decision reads a Secret's
 // data only when the watch shows a version it does not hold. Only clusters
 // where the hub issues or observes fill it (the reconciler leaves external
 // and off clusters before any read); a cluster is dropped when its mode no
 // longer allows reads and when its engagement ends. The zero value is
 // ready; it is shared with the CA rotation (Leaf), so a leaf is read once.
-type Secrets struct {
+type Store struct {
 	// readable says whether a cluster's mode lets the hub read its
-	// Secrets (not external, not off); set by SetupWithManager. Nil: every
-	// cluster.
+	// Secrets (not external, not off); SetReadable. Nil: every cluster.
 	readable func(multicluster.ClusterName) bool
 
 	mu        sync.Mutex
 	byCluster map[multicluster.ClusterName]map[types.NamespacedName]*corev1.Secret
 }
 
+// SetReadable sets what says whether a cluster's mode lets the hub read
+// its Secrets; call it before the store is used.
+func (s *Store) SetReadable(fn func(multicluster.ClusterName) bool) { s.readable = fn }
+
 // get returns a copy of key's Secret at version rv; nil when not held.
-func (s *Secrets) get(name multicluster.ClusterName, key types.NamespacedName, rv string) *corev1.Secret {
+func (s *Store) get(name multicluster.ClusterName, key types.NamespacedName, rv string) *corev1.Secret {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sec := s.byCluster[name][key]; sec != nil && sec.ResourceVersion == rv {
@@ -62,8 +65,8 @@ func (s *Secrets) get(name multicluster.ClusterName, key types.NamespacedName, r
 	return nil
 }
 
-// put holds sec (a Secret certhub manages, as read or written).
-func (s *Secrets) put(name multicluster.ClusterName, sec *corev1.Secret) {
+// Put holds sec (a Secret certhub manages, as read or written).
+func (s *Store) Put(name multicluster.ClusterName, sec *corev1.Secret) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byCluster == nil {
@@ -77,15 +80,15 @@ func (s *Secrets) put(name multicluster.ClusterName, sec *corev1.Secret) {
 	m[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec.DeepCopy()
 }
 
-// forget drops key's Secret (it is gone, or no longer certhub's).
-func (s *Secrets) forget(name multicluster.ClusterName, key types.NamespacedName) {
+// Forget drops key's Secret (it is gone, or no longer certhub's).
+func (s *Store) Forget(name multicluster.ClusterName, key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byCluster[name], key)
 }
 
-// drop forgets every Secret of a cluster.
-func (s *Secrets) drop(name multicluster.ClusterName) {
+// Drop forgets every Secret of a cluster.
+func (s *Store) Drop(name multicluster.ClusterName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byCluster, name)
@@ -93,16 +96,16 @@ func (s *Secrets) drop(name multicluster.ClusterName) {
 
 // Get returns Secret key of a cluster, or nil when it does not exist;
 // foreign is true when it exists but certhub did not write it. The watch
-// holds only the metadata of managed Secrets (secretMeta); their data comes
+// holds only the metadata of managed Secrets (Meta); their data comes
 // from the store at the version the watch shows, read live when it holds
 // another (or the watch has not seen it: a Secret that is not certhub's, or
 // one just written).
-func (s *Secrets) Get(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*corev1.Secret, bool, error) {
+func (s *Store) Get(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*corev1.Secret, bool, error) {
 	if s.readable != nil && !s.readable(name) {
-		s.drop(name)
+		s.Drop(name)
 		return nil, false, fmt.Errorf("%w: cluster %s", ErrKeysStayDownstream, name)
 	}
-	m := secretMeta()
+	m := Meta()
 	err := cl.GetClient().Get(ctx, key, m)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, false, fmt.Errorf("failed to get Secret %s: %w", key, err)
@@ -117,23 +120,23 @@ func (s *Secrets) Get(ctx context.Context, name multicluster.ClusterName, cl clu
 		return nil, false, err
 	}
 	if live == nil {
-		s.forget(name, key)
+		s.Forget(name, key)
 		return nil, false, nil
 	}
 	// The watch selects managed Secrets; the label is checked anyway, so a
 	// client without that selector can never make certhub overwrite one.
 	foreign := live.Labels[hubapi.ManagedByLabel] != hubapi.ManagedByValue
 	if foreign {
-		s.forget(name, key)
+		s.Forget(name, key)
 	} else {
-		s.put(name, live)
+		s.Put(name, live)
 	}
 	return live, foreign, nil
 }
 
 // Leaf is the certificate in the tls.crt of the managed Secret key (nil
 // when there is none, or the Secret is not certhub's).
-func (s *Secrets) Leaf(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*x509.Certificate, error) {
+func (s *Store) Leaf(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster, key client.ObjectKey) (*x509.Certificate, error) {
 	sec, foreign, err := s.Get(ctx, name, cl, key)
 	if err != nil || sec == nil || foreign {
 		return nil, err

@@ -2,6 +2,7 @@ package certsync
 
 import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 )
 
 // The names certhub writes under (its reasons are internal/apis/reasons).
@@ -13,4 +14,4 @@ const (
 // ConditionPolicyViolation is a Certificate condition, True while its issued
 // certificate is one the issuance policies no longer allow (Ready stays as
 // it is: nothing is revoked; the next renewal is denied).
-const ConditionPolicyViolation cmapi.CertificateConditionType = "PolicyViolation"
+const ConditionPolicyViolation = cmapi.CertificateConditionType(reasons.PolicyViolationCondition)

@@ -36,6 +36,7 @@ import (
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/policyfeed"
 	"github.com/certhub/certhub/internal/secretcache"
 )
 
@@ -353,14 +354,14 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	r := newReconciler(opts, m, mgr.GetCluster)
 	base := mgr.GetLogger().WithName("certsync")
-	feed := newPolicyFeed(base, opts.Policy)
+	feed := policyfeed.New(base, opts.Policy)
 	if opts.Policy != nil || opts.Rotation != nil {
 		if err := mgr.Add(feed); err != nil {
 			return fmt.Errorf("failed to add policy feed: %w", err)
 		}
 	}
 	if opts.Policy != nil {
-		opts.Policy.Subscribe(feed.kick)
+		opts.Policy.Subscribe(feed.Kick)
 	}
 	if m := opts.Migration; m != nil {
 		opts.Secrets.SetReadable(func(name multicluster.ClusterName) bool {
@@ -374,13 +375,13 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		})
 	}
 	if opts.Rotation != nil {
-		opts.Rotation.Subscribe(feed.kickAll) // a wave started, or a cluster's bundles hold the next CA: its Certificates are decided again
+		opts.Rotation.Subscribe(feed.KickAll) // a wave started, or a cluster's bundles hold the next CA: its Certificates are decided again
 	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("certsync").
 		For(certspec.NewObject()). // unstructured: one undecodable Certificate must not stall the cluster (decode.go)
 		Watches(secretcache.Meta(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](secretToCertificate)).
-		WatchesRawSource(feed.source()).                                                // policy changes: every Certificate decided again
+		WatchesRawSource(feed.Source()).                                                // policy changes: every Certificate decided again
 		WatchesRawSource(wakeSource(opts.Wake, mgr.GetCluster)).                        // an issuer's news (a finished ACME order)
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation
 		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)).        // a cluster's mode or conflict changed

@@ -90,3 +90,9 @@ const (
 	Renewing             = "Renewing"
 	Expired              = "Expired"
 )
+
+// PolicyViolationCondition is the Certificate condition certhub sets True
+// (reason PolicyDenied) while its issued certificate is one the issuance
+// policies no longer allow: Ready stays as it is, nothing is revoked, the
+// next renewal is denied.
+const PolicyViolationCondition = "PolicyViolation"

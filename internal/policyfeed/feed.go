@@ -1,7 +1,8 @@
-package certsync
+package policyfeed
 
 import (
 	"context"
+	"crypto/x509"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,28 +22,18 @@ import (
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/engaged"
+	"github.com/certhub/certhub/internal/policy"
 )
 
-// policyFeed decides every Certificate of every engaged cluster again when
-// the issuance policies change, and queues those whose outcome may have
-// changed: denied Certificates issue without a restart, issued ones the
-// policies no longer allow are flagged.
-//
-//	policy.Engine ──Subscribe──▶ kick (a burst coalesces into one pass) ──▶
-//	for each engaged cluster, each Certificate in its cache: evaluate (µs);
-//	queue it if it is denied now, or its status carries a policy mark
-//	(Ready=False/PolicyDenied, PolicyViolation) ──▶ the controller's queue
-//
-// A Certificate that is allowed and carries no mark is not queued: a policy
-// change costs one evaluation per Certificate, and reconciles only where it
-// matters (GitOps applying 100 policies at once is one pass, not 100 waves).
-//
-// It is engaged with each cluster by the manager (multicluster.Aware) and
-// runs its loop as a Runnable; the controller hands it the queue through
-// source().
-type policyFeed struct {
+// Evaluator decides whether a Certificate may be issued (*policy.Engine).
+type Evaluator interface {
+	Evaluate(cluster string, crt *cmapi.Certificate, tmpl *x509.Certificate) (d policy.Decision, pending bool)
+}
+
+// Feed queues Certificates again when the issuance policies change.
+type Feed struct {
 	log    logr.Logger
-	policy Policy
+	policy Evaluator
 	kicks  chan struct{} // buffered 1: changes while a pass runs coalesce
 	all    atomic.Bool   // the next pass queues every Certificate (kickAll)
 	settle time.Duration // quiet time after a kick before the pass
@@ -52,36 +43,39 @@ type policyFeed struct {
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 }
 
-// policyFeedSettle is how long the feed waits for a burst of policy changes
+// DefaultSettle is how long the feed waits for a burst of policy changes
 // to end before its pass.
-const policyFeedSettle = 250 * time.Millisecond
+const DefaultSettle = 250 * time.Millisecond
 
-func newPolicyFeed(log logr.Logger, p Policy) *policyFeed {
-	return &policyFeed{log: log.WithName("policy-feed"), policy: p, settle: policyFeedSettle,
+// New returns a Feed deciding with p (nil: every Certificate is allowed;
+// only marked ones are queued). Add it to the manager (Start, Engage) and
+// hand the controller its Source.
+func New(log logr.Logger, p Evaluator) *Feed {
+	return &Feed{log: log.WithName("policy-feed"), policy: p, settle: DefaultSettle,
 		kicks: make(chan struct{}, 1)}
 }
 
-// kick asks for a pass; it never blocks.
-func (f *policyFeed) kick() {
+// Kick asks for a pass; it never blocks.
+func (f *Feed) Kick() {
 	select {
 	case f.kicks <- struct{}{}:
 	default:
 	}
 }
 
-// kickAll asks for a pass that queues every Certificate; it never blocks.
-func (f *policyFeed) kickAll() {
+// KickAll asks for a pass that queues every Certificate; it never blocks.
+func (f *Feed) KickAll() {
 	f.all.Store(true)
-	f.kick()
+	f.Kick()
 }
 
 // Engage remembers the cluster until its context ends.
-func (f *policyFeed) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
+func (f *Feed) Engage(ctx context.Context, name multicluster.ClusterName, cl cluster.Cluster) error {
 	return f.clusters.Engage(ctx, name, cl)
 }
 
-// source hands the controller's queue to the feed.
-func (f *policyFeed) source() source.TypedSource[mcreconcile.Request] {
+// Source hands the controller's queue to the feed.
+func (f *Feed) Source() source.TypedSource[mcreconcile.Request] {
 	return source.TypedFunc[mcreconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) error {
 		f.mu.Lock()
 		f.queue = q
@@ -91,7 +85,7 @@ func (f *policyFeed) source() source.TypedSource[mcreconcile.Request] {
 }
 
 // Start runs passes until ctx ends.
-func (f *policyFeed) Start(ctx context.Context) error {
+func (f *Feed) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,7 +98,7 @@ func (f *policyFeed) Start(ctx context.Context) error {
 }
 
 // quiet waits until no kick has come for f.settle (at most 20 × settle).
-func (f *policyFeed) quiet(ctx context.Context) {
+func (f *Feed) quiet(ctx context.Context) {
 	for range 20 {
 		select {
 		case <-ctx.Done():
@@ -119,14 +113,14 @@ func (f *policyFeed) quiet(ctx context.Context) {
 // stale reports whether crt's status may no longer match what the policies
 // decide now. A CA is always looked at again: a policy that still allows
 // it may sign it with other powers now (path length, name constraints).
-func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate) bool {
+func (f *Feed) stale(name multicluster.ClusterName, crt *cmapi.Certificate) bool {
 	if ready := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionReady); ready != nil && ready.Reason == reasons.PolicyDenied {
 		return true
 	}
 	if crt.Spec.IsCA {
 		return true
 	}
-	if apiutil.GetCertificateCondition(crt, ConditionPolicyViolation) != nil {
+	if apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionType(reasons.PolicyViolationCondition)) != nil {
 		return true
 	}
 	if f.policy == nil {
@@ -136,7 +130,7 @@ func (f *policyFeed) stale(name multicluster.ClusterName, crt *cmapi.Certificate
 	return pending || !d.Allowed
 }
 
-func (f *policyFeed) pass(ctx context.Context) {
+func (f *Feed) pass(ctx context.Context) {
 	f.mu.Lock()
 	q := f.queue
 	f.mu.Unlock()
@@ -160,7 +154,7 @@ func (f *policyFeed) pass(ctx context.Context) {
 
 // enqueue decides items (cluster name's Certificates) again and queues
 // those that may have changed; it returns how many it saw and queued.
-func (f *policyFeed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured, all bool) (n, queued int) {
+func (f *Feed) enqueue(q workqueue.TypedInterface[mcreconcile.Request], name multicluster.ClusterName, items []unstructured.Unstructured, all bool) (n, queued int) {
 	for i := range items {
 		n++
 		crt, err := certspec.Decode(&items[i])

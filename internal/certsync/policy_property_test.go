@@ -312,7 +312,7 @@ func subjectAllowed(s *hubapi.SubjectAllowed, oid, v string) bool {
 func glob(pattern, v string) bool {
 	parts := strings.Split(pattern, "*")
 	for i, p := range parts {
-		p = strings.NewReplacer(policy.VarCluster, propertyCluster, policy.VarNamespace, propertyNamespace).Replace(p)
+		p = strings.NewReplacer(hubapi.VarCluster, propertyCluster, hubapi.VarNamespace, propertyNamespace).Replace(p)
 		parts[i] = regexp.QuoteMeta(p)
 	}
 	return regexp.MustCompile("^(?s:" + strings.Join(parts, ".*") + ")$").MatchString(v)

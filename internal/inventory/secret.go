@@ -172,7 +172,7 @@ func parseSecret(s *corev1.Secret, inCluster func() (*rest.Config, error)) (*Clu
 	}
 	if name == "" {
 		name = server // Argo CD's CLI falls back to the server URL
-	} else if why := policy.UnsafeClusterName(name); why != "" {
+	} else if why := hubapi.UnsafeClusterName(name); why != "" {
 		// Argo CD accepts any name ("mycluster.example.com" in its own
 		// examples), so the hub serves it; only {{cluster}} in an
 		// IssuancePolicy pattern, which would put it into DNS names where

@@ -125,7 +125,7 @@ func New(opts Options) (*Record, error) {
 	return &Record{opts: opts, idx: newIndex(), queue: make(chan pending), ready: make(chan struct{})}, nil
 }
 
-// NeedLeaderElection: every replica records what it signs.
+// NeedLeaderElection is false: every replica records what it signs.
 func (r *Record) NeedLeaderElection() bool { return false }
 
 // Start builds the index, opens the head, and stores what Add is given

@@ -2,6 +2,7 @@ package issued
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -127,7 +128,7 @@ func TestFullRecordRefusesToRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := r.Add(ctx, entry("c1", "w", "3", t0)); err != ErrFull {
+	if err := r.Add(ctx, entry("c1", "w", "3", t0)); !errors.Is(err, ErrFull) {
 		t.Fatalf("third Add = %v, want ErrFull", err)
 	}
 }

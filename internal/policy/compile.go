@@ -254,7 +254,7 @@ type cidrs struct {
 }
 
 // pattern is a glob: `*` matches any run of characters (approver-policy's
-// wildcard), VarCluster and VarNamespace are replaced by the literal names.
+// wildcard), hubapi.VarCluster and hubapi.VarNamespace are replaced by the literal names.
 // Matching allocates nothing: variables are compared in place.
 type pattern struct {
 	raw  string
@@ -277,9 +277,9 @@ func compilePattern(s string) pattern {
 			switch {
 			case i < 0:
 				i = len(seg)
-			case strings.HasPrefix(seg[i:], VarCluster):
+			case strings.HasPrefix(seg[i:], hubapi.VarCluster):
 				v = 'c'
-			case strings.HasPrefix(seg[i:], VarNamespace):
+			case strings.HasPrefix(seg[i:], hubapi.VarNamespace):
 				v = 'n'
 			default:
 				i += 2 // a literal "{{"
@@ -290,9 +290,9 @@ func compilePattern(s string) pattern {
 			seg = seg[i:]
 			switch v {
 			case 'c':
-				ps, seg = append(ps, piece{v: v}), seg[len(VarCluster):]
+				ps, seg = append(ps, piece{v: v}), seg[len(hubapi.VarCluster):]
 			case 'n':
-				ps, seg = append(ps, piece{v: v}), seg[len(VarNamespace):]
+				ps, seg = append(ps, piece{v: v}), seg[len(hubapi.VarNamespace):]
 			}
 		}
 		p.segs = append(p.segs, ps)
@@ -311,7 +311,7 @@ type vars struct {
 }
 
 func newVars(cluster, namespace string) vars {
-	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: UnsafeClusterName(cluster) != "", namespaceUnsafe: unsafeLabel(namespace) != ""}
+	return vars{cluster: cluster, namespace: namespace, clusterUnsafe: hubapi.UnsafeClusterName(cluster) != "", namespaceUnsafe: hubapi.UnsafeLabel(namespace) != ""}
 }
 
 // unsafe reports whether pc is a variable whose value may not be matched.

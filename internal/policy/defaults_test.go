@@ -112,8 +112,8 @@ func TestClusterNamesThatAreNotLabels(t *testing.T) {
 		if d := set.Evaluate(policy.Request{Cluster: cluster, Certificate: crt("a", "web", fixture.WithNames(name, name))}); d.Allowed {
 			t.Errorf("cluster %q matched *.{{cluster}}.example.com with %q", cluster, name)
 		}
-		if why := policy.UnsafeClusterName(cluster); why == "" {
-			t.Errorf("UnsafeClusterName(%q) = \"\"", cluster)
+		if why := hubapi.UnsafeClusterName(cluster); why == "" {
+			t.Errorf("hubapi.UnsafeClusterName(%q) = \"\"", cluster)
 		}
 	}
 }

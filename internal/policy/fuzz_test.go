@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // FuzzPatternMatch checks the allocation-free glob against the obvious
@@ -37,7 +39,7 @@ func FuzzPatternMatch(f *testing.F) {
 			if i > 0 {
 				re.WriteString(".*")
 			}
-			re.WriteString(regexp.QuoteMeta(strings.ReplaceAll(strings.ReplaceAll(part, VarCluster, cluster), VarNamespace, namespace)))
+			re.WriteString(regexp.QuoteMeta(strings.ReplaceAll(strings.ReplaceAll(part, hubapi.VarCluster, cluster), hubapi.VarNamespace, namespace)))
 		}
 		re.WriteString(`)$`)
 		want := regexp.MustCompile(re.String()).MatchString(v)

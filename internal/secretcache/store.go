@@ -20,11 +20,11 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
-// secretMeta is the object of the managed-Secret watch: metadata only. No
+// Meta is the object of the managed-Secret watch: metadata only. No
 // downstream Secret's data ever crosses the wire through a watch, whatever
 // labels a tenant sets (secretTemplate can set certhub's own), so a cluster
 // in external mode sends the hub no key; where the hub issues, the data of
-// a managed Secret is read once per version it did not write (secretStore).
+// a managed Secret is read once per version it did not write (Store).
 func Meta() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))

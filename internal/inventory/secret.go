@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/certhub/certhub/internal/policy"
+	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 // The Argo CD cluster Secret format (argo-cd util/db/cluster.go).

@@ -23,26 +23,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 )
 
 const (
-	// CRLPrefix names a CA ClusterIssuer's CRL: CRLPrefix + the issuer's
-	// name, sanitized, a ConfigMap in the hub namespace labelled
-	// hubapi.CRLLabel, its issuer in hubapi.CRLIssuerAnnotation.
-	CRLPrefix = "certhub-crl-"
-	// CRLKey holds the signed CRL, PEM ("X509 CRL").
-	CRLKey = "crl.pem"
 	// RevokedKey holds the revoked serials, JSON.
 	RevokedKey = "revoked.json"
 	// numberKey holds the CRL number of the last CRL signed.
 	numberKey = "number"
 )
-
-// CRLName is the ConfigMap that holds issuer's CRL.
-func CRLName(issuer string) string { return CRLPrefix + sanitize.DNS1123(issuer) }
 
 // revokedEntry is one revoked serial of a CRL.
 type revokedEntry struct {
@@ -101,7 +91,7 @@ func (c *crls) refresh(ctx context.Context, cm *corev1.ConfigMap) error {
 	if issuer == "" {
 		return nil
 	}
-	if crl, err := decodeCRL(cm.Data[CRLKey]); err == nil && crl.NextUpdate.Sub(c.now()) > c.validity/2 {
+	if crl, err := decodeCRL(cm.Data[hubapi.CRLKey]); err == nil && crl.NextUpdate.Sub(c.now()) > c.validity/2 {
 		return nil
 	}
 	return c.update(ctx, issuer, func(entries []revokedEntry) ([]revokedEntry, bool) { return entries, true })
@@ -117,7 +107,7 @@ func (c *crls) update(ctx context.Context, issuer string, change func([]revokedE
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm := &corev1.ConfigMap{}
-		err := c.live.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: CRLName(issuer)}, cm)
+		err := c.live.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: hubapi.CRLName(issuer)}, cm)
 		exists := err == nil
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("failed to get the CRL of %s: %w", issuer, err)
@@ -142,10 +132,10 @@ func (c *crls) update(ctx context.Context, issuer string, change func([]revokedE
 		if err != nil {
 			return err
 		}
-		cm.Namespace, cm.Name = c.namespace, CRLName(issuer)
+		cm.Namespace, cm.Name = c.namespace, hubapi.CRLName(issuer)
 		metav1.SetMetaDataLabel(&cm.ObjectMeta, hubapi.CRLLabel, "true")
 		metav1.SetMetaDataAnnotation(&cm.ObjectMeta, hubapi.CRLIssuerAnnotation, issuer)
-		cm.Data = map[string]string{RevokedKey: string(raw), CRLKey: pemCRL, numberKey: strconv.FormatInt(number, 10)}
+		cm.Data = map[string]string{RevokedKey: string(raw), hubapi.CRLKey: pemCRL, numberKey: strconv.FormatInt(number, 10)}
 		if exists {
 			return c.hub.Update(ctx, cm)
 		}
@@ -194,17 +184,17 @@ func (c *crls) handler() http.Handler {
 		name = strings.TrimSuffix(strings.TrimSuffix(name, ".pem"), ".crl")
 		cm := &corev1.ConfigMap{}
 		if name == "" || strings.Contains(name, "/") ||
-			c.hub.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: CRLName(name)}, cm) != nil ||
+			c.hub.Get(r.Context(), client.ObjectKey{Namespace: c.namespace, Name: hubapi.CRLName(name)}, cm) != nil ||
 			cm.Annotations[hubapi.CRLIssuerAnnotation] != name {
 			http.NotFound(w, r)
 			return
 		}
 		if asPEM {
 			w.Header().Set("Content-Type", "application/x-pem-file")
-			_, _ = w.Write([]byte(cm.Data[CRLKey]))
+			_, _ = w.Write([]byte(cm.Data[hubapi.CRLKey]))
 			return
 		}
-		b, _ := pem.Decode([]byte(cm.Data[CRLKey]))
+		b, _ := pem.Decode([]byte(cm.Data[hubapi.CRLKey]))
 		if b == nil {
 			http.NotFound(w, r)
 			return

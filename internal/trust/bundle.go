@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/revocation"
 )
 
 // Annotations on a CA ClusterIssuer that say where its CA is trusted.
@@ -250,11 +249,11 @@ func scope(iss *cmapi.ClusterIssuer, log logr.Logger) entry {
 // crlOf returns the CRL the hub keeps for issuer (PEM), nil when none.
 func crlOf(ctx context.Context, c client.Reader, namespace, issuer string) []byte {
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: revocation.CRLName(issuer)}, cm); err != nil ||
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: hubapi.CRLName(issuer)}, cm); err != nil ||
 		cm.Annotations[hubapi.CRLIssuerAnnotation] != issuer {
 		return nil
 	}
-	return []byte(cm.Data[revocation.CRLKey])
+	return []byte(cm.Data[hubapi.CRLKey])
 }
 
 // caOf returns the CA certificates (DER) of the issuer's CA Secret name:

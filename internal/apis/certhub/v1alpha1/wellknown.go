@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "sigs.k8s.io/multicluster-runtime/pkg/util/sanitize"
+
 // Every certhub.io/* key certhub reads or writes, by where it is set and by
 // whom. Keys users set are input: they may narrow what certhub does, never
 // widen what one tenant gets from another (docs/security.md).
@@ -154,6 +156,11 @@ const (
 	// (certhub-crl-<issuer>, value "true"); CRLIssuerAnnotation names the issuer.
 	CRLLabel            = KeyPrefix + "crl"
 	CRLIssuerAnnotation = KeyPrefix + "crl-issuer"
+	// CRLPrefix names a CA ClusterIssuer's CRL ConfigMap in the hub
+	// namespace: CRLPrefix + the issuer's name, sanitized (CRLName).
+	CRLPrefix = "certhub-crl-"
+	// CRLKey holds the signed CRL in it, PEM ("X509 CRL").
+	CRLKey = "crl.pem"
 	// RotationReportLabel marks the rotation progress report ConfigMaps
 	// (value "true").
 	RotationReportLabel = KeyPrefix + "rotation-report"
@@ -173,3 +180,6 @@ const (
 	// any more and is deleted.
 	ResumeUntilAnnotation = KeyPrefix + "resume-until"
 )
+
+// CRLName is the ConfigMap in the hub namespace that holds issuer's CRL.
+func CRLName(issuer string) string { return CRLPrefix + sanitize.DNS1123(issuer) }

@@ -3,11 +3,14 @@
 // the coordinator that decides which clusters this replica engages and
 // writes (--shard-coordinator), and the setup of every controller:
 //
-//	inventory (Argo CD cluster Secrets → clusters)
-//	   → shard (which clusters this replica engages and writes)
-//	   → certsync (Certificate → TLS Secret + status)
-//	   → issuance (ClusterIssuers in the hub), with policy, budget, acme,
-//	     trust, rotation and shim beside them
+//	inventory (Argo CD cluster Secrets → clusters; the coordinator: shard,
+//	   which clusters this replica engages and writes) → manager
+//	   → migration (the write gate: mode, cert-manager still active)
+//	   → record (internal/issued: what the hub signed)
+//	   → acme and the issuers (internal/issuance) → policy → rotation
+//	   → revocation → certsync (Certificate → TLS Secret + status; the
+//	     issuance budget) → crsign (CertificateRequests) → shim → trust
+//	   → discovery → standby (DR pairs) → health
 //
 // New validates the Options once, waits for the hub API server and calls one
 // setup function per component (setup.go), in dependency order; Start runs

@@ -39,10 +39,11 @@ import (
 	"github.com/certhub/certhub/internal/trust"
 )
 
-// One setup function per component, called by New in this order:
+// One setup function per component, called by New in this order (doc.go):
 // inventory (with the coordinator and the policy engine), manager,
-// migration (the gate), ACME and the issuers, policy, rotation, certsync,
-// shim, trust, health.
+// migration (the gate), record, ACME and the issuers, policy, rotation,
+// revocation, certsync (with the budget), crsign, shim, trust, discovery,
+// standby, health.
 
 // shimOptions are the Ingress and Gateway shims' options.
 func (h *Hub) shimOptions() shim.Options {

@@ -224,13 +224,17 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (*Hub, error) {
 		return nil, fmt.Errorf("failed to build scheme: %w", err)
 	}
 	h := &Hub{opts: o, scheme: scheme}
-	for _, setup := range []func(*rest.Config) error{
-		h.setupInventory, h.setupManager, h.setupMigration, h.setupRecord, h.setupACME, h.setupPolicy, h.setupRotation,
-		h.setupRevocation, h.setupCertsync, h.setupCRSign, h.setupShim, h.setupTrust, h.setupDiscovery, h.setupStandby, h.setupHealth,
-	} {
-		if err := setup(cfg); err != nil {
-			return nil, err
-		}
+	if err := h.setupInventory(cfg); err != nil {
+		return nil, err
+	}
+	if err := h.setupManager(cfg); err != nil {
+		return nil, err
+	}
+	if err := h.setupShared(); err != nil {
+		return nil, err
+	}
+	if err := h.setupComponents(); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

@@ -89,6 +89,8 @@ type Options struct {
 	// syntax ("*", "-name"); Complete turns it into TrustBundles,
 	// IngressShim and GatewayShim. Defaults to "*".
 	Controllers string
+	// enabled is what Controllers turned on, by name (Complete).
+	enabled map[string]bool
 	// TrustBundles keeps the CA ClusterIssuers' certificates in a ConfigMap
 	// (TrustBundleConfigMap, key TrustBundleKey) in the downstream
 	// namespaces TrustBundleNamespaces selects (label selector; "" = all).
@@ -341,8 +343,28 @@ const (
 	ControllerStandbyPairs = "standby-pairs"
 )
 
-// OptionalControllers are the controllers --controllers can turn off.
-var OptionalControllers = []string{ControllerTrustBundles, ControllerIngressShim, ControllerGatewayShim, ControllerDiscovery, ControllerStandbyPairs}
+// OptionalControllers are the controllers --controllers can turn off: the
+// names the component table lists (components.go).
+var OptionalControllers = optionalControllers()
+
+// Enabled reports whether the optional controller name is on: the switch
+// of a controller that has one (TrustBundles, ...), else what --controllers
+// said (Complete; every one when it was not called).
+func (o *Options) Enabled(name string) bool {
+	switch name {
+	case ControllerTrustBundles:
+		return o.TrustBundles
+	case ControllerIngressShim:
+		return o.IngressShim
+	case ControllerGatewayShim:
+		return o.GatewayShim
+	case ControllerDiscovery:
+		return o.Discovery
+	case ControllerStandbyPairs:
+		return o.StandbyPairs
+	}
+	return o.enabled == nil || o.enabled[name]
+}
 
 // Complete resolves what the flags leave open: the replica's identity
 // ($POD_NAME, then the hostname) and --controllers into the controller
@@ -355,6 +377,7 @@ func (o *Options) Complete() error {
 	}
 	o.TrustBundles, o.IngressShim, o.GatewayShim = on[ControllerTrustBundles], on[ControllerIngressShim], on[ControllerGatewayShim]
 	o.Discovery, o.StandbyPairs = on[ControllerDiscovery], on[ControllerStandbyPairs]
+	o.enabled = on
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -39,11 +38,25 @@ import (
 	"github.com/certhub/certhub/internal/trust"
 )
 
-// One setup function per component, called by New in this order (doc.go):
-// inventory (with the coordinator and the policy engine), manager,
-// migration (the gate), record, ACME and the issuers, policy, rotation,
-// revocation, certsync (with the budget), crsign, shim, trust, discovery,
-// standby, health.
+// New calls setupInventory (with the coordinator and the policy engine),
+// setupManager, setupShared (what components share: the write gate, the
+// record, the issuers with ACME, the issuance budget), then every component
+// of the table (components.go), in its order.
+
+// setupShared builds the dependencies components share, once, before any
+// component: the write gate (migration), the record of issued
+// certificates, ACME and the issuers, and the issuance budget.
+func (h *Hub) setupShared() error {
+	for _, step := range []func() error{h.setupMigration, h.setupRecord, h.setupACME} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if o := h.opts; o.IssuanceRate > 0 {
+		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight})
+	}
+	return nil
+}
 
 // shimOptions are the Ingress and Gateway shims' options.
 func (h *Hub) shimOptions() shim.Options {
@@ -73,7 +86,7 @@ func (h *Hub) writeFence() fence.Fence {
 // setupMigration sets up the gate that decides, per cluster, whether the
 // hub writes there: its mode (certhub.io/mode) and whether cert-manager is
 // still active there (internal/migrate).
-func (h *Hub) setupMigration(*rest.Config) error {
+func (h *Hub) setupMigration() error {
 	o := h.opts
 	local := h.mgr.GetLocalManager()
 	var err error
@@ -118,21 +131,14 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 	if h.shard != nil {
 		gate, h.fence = h.shard, h.shard
 	}
-	shimOpts := h.shimOptions()
-	informers := func(scoped bool) []client.Object {
-		out := append(certsync.Informers(), shim.Informers(shimOpts)...)
-		if o.TrustBundles && !scoped {
-			out = append(out, trust.Informers()...)
-		}
-		return out
-	}
+	informers := func(scoped bool) []client.Object { return componentInformers(o, scoped) }
 	qps, burst := downstreamQPS(o.IssuanceRate)
 	h.provider, err = inventory.New(inventory.Options{
 		Namespace:      o.ClusterSecretNamespace,
 		Selector:       selector,
 		KubeconfigDir:  o.KubeconfigDir,
 		Scheme:         h.scheme,
-		ClusterOptions: []cluster.Option{certsync.CacheOptions(), trust.CacheOptions(), crsign.CacheOptions()},
+		ClusterOptions: componentCacheOptions(),
 		OnLabelsChanged: func(name multicluster.ClusterName) {
 			h.policies.Changed()
 			for _, fn := range h.labelSubscribers {
@@ -198,7 +204,7 @@ func (h *Hub) setupManager(cfg *rest.Config) error {
 }
 
 // setupACME sets up the ACME service and the issuer resolver that uses it.
-func (h *Hub) setupACME(*rest.Config) error {
+func (h *Hub) setupACME() error {
 	o := h.opts
 	var err error
 	h.acme, err = acme.SetupWithManager(h.mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: h.weight,
@@ -212,7 +218,7 @@ func (h *Hub) setupACME(*rest.Config) error {
 }
 
 // setupPolicy watches the IssuancePolicies.
-func (h *Hub) setupPolicy(*rest.Config) error {
+func (h *Hub) setupPolicy() error {
 	if err := h.policies.SetupWithManager(h.mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("failed to set up issuance policies: %w", err)
 	}
@@ -222,7 +228,7 @@ func (h *Hub) setupPolicy(*rest.Config) error {
 // setupRotation sets up the CA rotations. Each replica is connected only to
 // its own clusters: it reports on those (its fence says which), and reads
 // the others' reports.
-func (h *Hub) setupRotation(*rest.Config) error {
+func (h *Hub) setupRotation() error {
 	o := h.opts
 	var err error
 	h.rotator, err = rotation.New(rotation.Options{Namespace: o.Namespace, Soak: o.RotationSoak, Pause: o.RotationPause,
@@ -238,7 +244,7 @@ func (h *Hub) setupRotation(*rest.Config) error {
 
 // setupRecord sets up the hub's record of the certificates it signs
 // (internal/issued), on every replica.
-func (h *Hub) setupRecord(*rest.Config) error {
+func (h *Hub) setupRecord() error {
 	o := h.opts
 	local := h.mgr.GetLocalManager()
 	var err error
@@ -253,7 +259,7 @@ func (h *Hub) setupRecord(*rest.Config) error {
 // setupRevocation sets up the CertificateRevocations: renew, then revoke
 // (the CRLs of CA issuers, ACME's revokeCert), and the CRLs' HTTP server
 // when --crl-bind-address is set.
-func (h *Hub) setupRevocation(*rest.Config) error {
+func (h *Hub) setupRevocation() error {
 	o := h.opts
 	local := h.mgr.GetLocalManager()
 	var err error
@@ -274,11 +280,10 @@ func (h *Hub) setupRevocation(*rest.Config) error {
 }
 
 // setupCertsync sets up the Certificate reconciler of every engaged cluster.
-func (h *Hub) setupCertsync(*rest.Config) error {
+func (h *Hub) setupCertsync() error {
 	o := h.opts
 	var issuanceBudget certsync.Budget
-	if o.IssuanceRate > 0 {
-		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight})
+	if h.budget != nil {
 		issuanceBudget = h.budget
 	}
 	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
@@ -295,7 +300,7 @@ func (h *Hub) setupCertsync(*rest.Config) error {
 // setupCRSign sets up the signer of downstream CertificateRequests that
 // name a hub issuer (issuerRef.group certhub.io): the same issuers, policy
 // and budget as Certificates, written where the cluster's mode allows.
-func (h *Hub) setupCRSign(*rest.Config) error {
+func (h *Hub) setupCRSign() error {
 	o := h.opts
 	opts := crsign.Options{Issuers: h.issuers, Fence: h.fence, Policy: h.policies, Record: h.record, IssuerRetryInterval: o.IssuerRetryInterval, MaxNames: o.MaxNamesPerCertificate,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Registerer: crmetrics.Registry}
@@ -312,16 +317,13 @@ func (h *Hub) setupCRSign(*rest.Config) error {
 }
 
 // setupShim sets up cert-manager's certificate-shim for Ingresses and Gateways.
-func (h *Hub) setupShim(*rest.Config) error {
+func (h *Hub) setupShim() error {
 	return shim.SetupWithManager(h.mgr, h.shimOptions())
 }
 
 // setupTrust sets up the trust bundles, when on.
-func (h *Hub) setupTrust(*rest.Config) error {
+func (h *Hub) setupTrust() error {
 	o := h.opts
-	if !o.TrustBundles {
-		return nil
-	}
 	nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
 	return trust.SetupWithManager(h.mgr, trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
 		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.writeFence(),
@@ -333,7 +335,7 @@ func (h *Hub) setupTrust(*rest.Config) error {
 }
 
 // setupHealth adds /healthz and /readyz: ready once shard membership synced.
-func (h *Hub) setupHealth(*rest.Config) error {
+func (h *Hub) setupHealth() error {
 	if err := h.mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -351,11 +353,8 @@ func (h *Hub) setupHealth(*rest.Config) error {
 
 // setupDiscovery finds every TLS certificate in the engaged clusters and
 // reports it in the hub, when on.
-func (h *Hub) setupDiscovery(*rest.Config) error {
+func (h *Hub) setupDiscovery() error {
 	o := h.opts
-	if !o.Discovery {
-		return nil
-	}
 	d, err := discovery.New(discovery.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Fence: h.fence,
 		Namespaces: h.provider.Namespaces, MayRead: func(name multicluster.ClusterName) bool {
 			mode, _ := migrate.ModeOf(h.provider.ClusterLabels(name))
@@ -371,11 +370,8 @@ func (h *Hub) setupDiscovery(*rest.Config) error {
 
 // setupStandby keeps the DR pairs' standby clusters issued for their
 // primaries' Certificates, when on.
-func (h *Hub) setupStandby(*rest.Config) error {
+func (h *Hub) setupStandby() error {
 	o := h.opts
-	if !o.StandbyPairs {
-		return nil
-	}
 	p, err := standby.New(standby.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Clusters: h.provider.Clusters,
 		Registration: h.provider.SecretOf, Fence: h.fence, WriteFence: h.writeFence(), Interval: o.StandbyPairInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("standby")})

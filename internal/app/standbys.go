@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/standby"
 )
 
 // StandbyRow is one DR pair in `certhub status --standbys`.
@@ -23,7 +23,7 @@ type StandbyRow struct {
 	Standby string `json:"standby"`
 	Primary string `json:"primary"`
 	// Status is the standby owner's last report; nil when none yet.
-	Status *standby.Status `json:"status,omitempty"`
+	Status *drpair.Status `json:"status,omitempty"`
 }
 
 // runStandbys prints `certhub status --standbys`.
@@ -46,7 +46,7 @@ func collectStandbys(ctx context.Context, hubc client.Reader, o statusOptions) (
 	if err := hubc.List(ctx, secrets, client.InNamespace(o.secretNamespace), client.MatchingLabels{inventory.SecretTypeLabel: inventory.SecretTypeCluster}); err != nil {
 		return nil, fmt.Errorf("failed to list cluster Secrets in %s: %w", o.secretNamespace, err)
 	}
-	sts, err := standby.ReadStatuses(ctx, hubc, o.namespace)
+	sts, err := drpair.ReadStatuses(ctx, hubc, o.namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/standby"
 )
 
 // `certhub status --standbys` lists each registered standby with its
@@ -34,14 +34,14 @@ func TestStatusStandbys(t *testing.T) {
 		}
 		objs = append(objs, s)
 	}
-	st := standby.Status{Standby: "dr-eu", Primary: "prod", By: "hub-1", At: now, SourceAt: now.Add(-2 * time.Minute), Selected: 3, ReadyCertificates: 2,
-		Reasons: map[string]int{standby.ReasonExpiresFirst: 1}, Problems: []standby.Problem{{Namespace: "shop", Name: "web", Reason: standby.ReasonExpiresFirst, Message: "due"}}}
+	st := drpair.Status{Standby: "dr-eu", Primary: "prod", By: "hub-1", At: now, SourceAt: now.Add(-2 * time.Minute), Selected: 3, ReadyCertificates: 2,
+		Reasons: map[string]int{drpair.ReasonExpiresFirst: 1}, Problems: []drpair.Problem{{Namespace: "shop", Name: "web", Reason: drpair.ReasonExpiresFirst, Message: "due"}}}
 	raw, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: standby.StatusName("dr-eu"),
-		Labels: map[string]string{hubapi.StandbyStatusLabel: "true"}}, Data: map[string]string{standby.StatusKey: string(raw)}})
+	objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: drpair.StatusName("dr-eu"),
+		Labels: map[string]string{hubapi.StandbyStatusLabel: "true"}}, Data: map[string]string{drpair.StatusKey: string(raw)}})
 	hub := fake.NewClientBuilder().WithObjects(objs...).Build()
 	cases := []struct {
 		cluster string

@@ -100,7 +100,7 @@ type statusOptions struct {
 	// managed and sorted by sort.
 	discovered    bool
 	managed, sort string
-	// standbys lists the DR pairs instead (internal/standby).
+	// standbys lists the DR pairs instead (internal/drpair).
 	standbys bool
 }
 

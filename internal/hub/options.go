@@ -14,6 +14,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/discovery"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
@@ -22,7 +23,6 @@ import (
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
-	"github.com/certhub/certhub/internal/standby"
 	"github.com/certhub/certhub/internal/trust"
 )
 
@@ -107,8 +107,8 @@ type Options struct {
 	DiscoveryReportInterval time.Duration
 	// StandbyPairs keeps every DR standby cluster (certhub.io/standby-for
 	// on its Secret) issued for its primary's Certificates
-	// (internal/standby), looking at each pair every StandbyPairInterval.
-	// Defaults: true, standby.DefaultInterval.
+	// (internal/drpair), looking at each pair every StandbyPairInterval.
+	// Defaults: true, drpair.DefaultInterval.
 	StandbyPairs        bool
 	StandbyPairInterval time.Duration
 	// RevocationInterval is how often each CertificateRevocation in
@@ -229,7 +229,7 @@ func NewOptions() *Options {
 		DiscoveryMaxSeries:         discovery.DefaultMaxSeries,
 		DiscoveryReportInterval:    discovery.DefaultReportInterval,
 		StandbyPairs:               true,
-		StandbyPairInterval:        standby.DefaultInterval,
+		StandbyPairInterval:        drpair.DefaultInterval,
 		RevocationInterval:         revocation.DefaultInterval,
 		IssuedMaxEntries:           issued.DefaultMaxEntries,
 		IssuedRebuildWindow:        issued.DefaultRebuildWindow,

@@ -25,6 +25,7 @@ import (
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/discovery"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issuance"
@@ -34,7 +35,6 @@ import (
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shim"
-	"github.com/certhub/certhub/internal/standby"
 	"github.com/certhub/certhub/internal/trust"
 )
 
@@ -372,7 +372,7 @@ func (h *Hub) setupDiscovery() error {
 // primaries' Certificates, when on.
 func (h *Hub) setupStandby() error {
 	o := h.opts
-	p, err := standby.New(standby.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Clusters: h.provider.Clusters,
+	p, err := drpair.New(drpair.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Clusters: h.provider.Clusters,
 		Registration: h.provider.SecretOf, Fence: h.fence, WriteFence: h.writeFence(), Interval: o.StandbyPairInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("standby")})
 	if err != nil {

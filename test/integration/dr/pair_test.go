@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/standby"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/fleet"
 	"github.com/certhub/certhub/test/fixture/testbed"
@@ -85,7 +85,7 @@ func TestStandbyHoldsThePrimarysCertificatesBeforeFailover(t *testing.T) {
 		return out
 	}
 	crts := primaryCerts(prod.Client)
-	st := waitStandby(t, bed, dr.Name, func(st *standby.Status) bool { return st.Ready && st.Selected == selected })
+	st := waitStandby(t, bed, dr.Name, func(st *drpair.Status) bool { return st.Ready && st.Selected == selected })
 	t.Logf("standby %s ready: %d of %d selected Certificates of %s", dr.Name, st.ReadyCertificates, st.Selected, st.Primary)
 	if err := dr.Client.Get(ctx, client.ObjectKeyFromObject(crts[selected]), &cmapi.Certificate{}); err == nil {
 		t.Errorf("%s (not selected) was created in the standby", crts[selected].Name)
@@ -145,11 +145,11 @@ func TestStandbyHoldsThePrimarysCertificatesBeforeFailover(t *testing.T) {
 }
 
 // waitStandby polls the standby's status until ok.
-func waitStandby(t *testing.T, bed *testbed.Bed, name string, ok func(*standby.Status) bool) *standby.Status {
+func waitStandby(t *testing.T, bed *testbed.Bed, name string, ok func(*drpair.Status) bool) *drpair.Status {
 	t.Helper()
-	var last *standby.Status
+	var last *drpair.Status
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		sts, err := standby.ReadStatuses(ctx, bed.Hub.Client, bed.HubNamespace())
+		sts, err := drpair.ReadStatuses(ctx, bed.Hub.Client, bed.HubNamespace())
 		if err != nil {
 			return false, nil
 		}

@@ -22,9 +22,9 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/app"
+	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
-	"github.com/certhub/certhub/internal/standby"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -54,7 +54,7 @@ func TestUndecodableCertificateStopsNoReader(t *testing.T) {
 	// The DR pair's mirror: the standby holds web, Ready.
 	fixture.WaitReady(t, standbyCP.Client, client.ObjectKeyFromObject(crt))
 	waitFor(t, "the standby's status to count web ready", func(ctx context.Context) bool {
-		sts, err := standby.ReadStatuses(ctx, env.Bed.Hub.Client, env.Bed.HubNamespace())
+		sts, err := drpair.ReadStatuses(ctx, env.Bed.Hub.Client, env.Bed.HubNamespace())
 		return err == nil && sts[standbyCP.Name] != nil && sts[standbyCP.Name].ReadyCertificates >= 1
 	})
 

@@ -30,7 +30,7 @@ const (
 	// Any other value is read as ModeObserve: a typo never writes.
 	ModeLabel = KeyPrefix + "mode"
 	// StandbyForLabel makes the cluster a DR standby of the named primary
-	// cluster (internal/standby): every Certificate of the primary — or
+	// cluster (internal/drpair): every Certificate of the primary — or
 	// those StandbySelectorAnnotation selects — is also issued here
 	// before any failover.
 	StandbyForLabel = KeyPrefix + "standby-for"

@@ -1,4 +1,4 @@
-package standby
+package drpair
 
 import (
 	"crypto/x509"

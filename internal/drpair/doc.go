@@ -1,4 +1,4 @@
-// Package standby makes a standby cluster hold valid certificates for its
+// Package drpair makes a standby cluster hold valid certificates for its
 // primary's names before any failover (DR pairs): the platform team labels
 // the standby's Argo CD Secret certhub.io/standby-for=<primary>, and every
 // Certificate of the primary — or those the standby's
@@ -36,4 +36,4 @@
 //   - Keys never cross: the standby's key is generated for the standby
 //     (with an ACME issuer that opts into sharing identical requests, the
 //     pair may share one order and key, docs/acme.md).
-package standby
+package drpair

@@ -15,7 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // ACME Renewal Information (ARI, RFC 9773): the CA suggests a window in
@@ -73,20 +73,20 @@ func (c *ariCache) prune(now time.Time, interval time.Duration) {
 // ClusterIssuer, the CA offers no ARI, or nothing is known yet: a
 // background fetch then wakes the Certificate when the answer arrives),
 // when the answer goes stale, and status.acme.ari. It never waits for the CA.
-func (s *Service) RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) issuance.RenewalAdvice {
+func (s *Service) RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) issuers.RenewalAdvice {
 	if ref.Kind != cmapi.ClusterIssuerKind || s.opts.RenewalInfoInterval < 0 {
-		return issuance.RenewalAdvice{}
+		return issuers.RenewalAdvice{}
 	}
 	ci := &cmapi.ClusterIssuer{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Name: ref.Name}, ci); err != nil || ci.Spec.ACME == nil {
-		return issuance.RenewalAdvice{}
+		return issuers.RenewalAdvice{}
 	}
 	id, err := acmeapi.CertificateARIID(cert)
 	if err != nil {
-		return issuance.RenewalAdvice{}
+		return issuers.RenewalAdvice{}
 	}
 	now := s.opts.Clock.Now()
-	var adv issuance.RenewalAdvice
+	var adv issuers.RenewalAdvice
 	s.mu.Lock()
 	e, ok := s.ari.m[id]
 	if !ok {

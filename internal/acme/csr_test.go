@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // An order for a downstream CertificateRequest finalizes with the
@@ -44,10 +44,10 @@ func TestOrderWithTheRequestsCSR(t *testing.T) {
 	}
 	crt := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "mesh", Name: "web-1", UID: "uid-1", CreationTimestamp: metav1.NewTime(clk.Now())},
 		Spec: cmapi.CertificateSpec{DNSNames: []string{"web.example.test"}}}
-	req := issuance.OrderRequest{Cluster: "east", Certificate: crt, CSR: der}
+	req := issuers.OrderRequest{Cluster: "east", Certificate: crt, CSR: der}
 
 	_, err = o.Order(ctx, req)
-	if p := (*issuance.Pending)(nil); !errors.As(err, &p) {
+	if p := (*issuers.Pending)(nil); !errors.As(err, &p) {
 		t.Fatalf("Order: %v; want pending", err)
 	}
 	orders := &hubapi.ACMEOrderList{}
@@ -68,7 +68,7 @@ func TestOrderWithTheRequestsCSR(t *testing.T) {
 	if err := hub.Status().Update(ctx, &ord); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Order(ctx, req); !errors.As(err, new(*issuance.Pending)) {
+	if _, err := o.Order(ctx, req); !errors.As(err, new(*issuers.Pending)) {
 		t.Fatalf("Order of an unclaimed order: %v; want pending", err)
 	}
 

@@ -12,8 +12,8 @@
 // as cert-manager's does (status.acme, Ready with ACMEAccountRegistered,
 // ErrRegisterACMEAccount or InvalidConfig).
 //
-// Orders: Service.Issuer is the resolver's hook (issuance.Options.ACME); it
-// returns an issuance.Orderer. Order finds or creates the ACMEOrder of one
+// Orders: Service.Issuer is the resolver's hook (issuers.Options.ACME); it
+// returns an issuers.Orderer. Order finds or creates the ACMEOrder of one
 // issuance (certhub.io/v1alpha1, hub namespace; its name is the same on
 // every replica: issuer, cluster, Certificate and UID, names, replaced
 // serial) with the leaf key in a Secret of the same name, and reports

@@ -23,14 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // Reasons of a downstream Certificate while its ACME order runs (Issuing=True)
 // and when it failed (Ready=False, with the order's own reason when it has one).
 const (
 	// ReasonOrderPending: an ACMEOrder in the hub is in progress.
-	ReasonOrderPending = issuance.ReasonOrderPending
+	ReasonOrderPending = issuers.ReasonOrderPending
 	// ReasonOrderFailed: the ACME order failed; the message carries the CA's error.
 	ReasonOrderFailed = "OrderFailed"
 	// ReasonUnsupportedIdentifier: the Certificate asks for something a
@@ -38,9 +38,9 @@ const (
 	ReasonUnsupportedIdentifier = "UnsupportedIdentifier"
 )
 
-// Issuer returns the issuance.Orderer of an ACME ClusterIssuer: the hook of
-// issuance.Options.ACME. The issuer must have its account registered.
-func (s *Service) Issuer(_ context.Context, ci *cmapi.ClusterIssuer) (issuance.Issuer, error) {
+// Issuer returns the issuers.Orderer of an ACME ClusterIssuer: the hook of
+// issuers.Options.ACME. The issuer must have its account registered.
+func (s *Service) Issuer(_ context.Context, ci *cmapi.ClusterIssuer) (issuers.Issuer, error) {
 	if ci.Status.ACME == nil || ci.Status.ACME.URI == "" || !ready(ci) {
 		msg := "its ACME account is not registered yet"
 		for _, c := range ci.Status.Conditions {
@@ -48,7 +48,7 @@ func (s *Service) Issuer(_ context.Context, ci *cmapi.ClusterIssuer) (issuance.I
 				msg += ": " + c.Message
 			}
 		}
-		return nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %s", ci.Name, msg)}
+		return nil, &issuers.Error{Reason: issuers.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %s", ci.Name, msg)}
 	}
 	return &orderer{s: s, ci: ci}, nil
 }
@@ -59,44 +59,44 @@ type orderer struct {
 	ci *cmapi.ClusterIssuer
 }
 
-func (o *orderer) Sign(context.Context, issuance.Request) (issuance.Result, error) {
-	return issuance.Result{}, errors.New("ACME issuers order asynchronously: use Order")
+func (o *orderer) Sign(context.Context, issuers.Request) (issuers.Result, error) {
+	return issuers.Result{}, errors.New("ACME issuers order asynchronously: use Order")
 }
 
 // Order finds or creates the ACMEOrder of this issuance and reports on it;
 // it never waits for the CA (the order controller drives the order).
-func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuance.Result, error) {
+func (o *orderer) Order(ctx context.Context, req issuers.OrderRequest) (issuers.Result, error) {
 	name, shared, dnsNames, err := o.identify(req)
 	if err != nil {
-		return issuance.Result{}, err
+		return issuers.Result{}, err
 	}
 	ord := &hubapi.ACMEOrder{}
 	err = o.s.hub.Get(ctx, client.ObjectKey{Namespace: o.s.opts.Namespace, Name: name}, ord)
 	if apierrors.IsNotFound(err) {
-		return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
+		return issuers.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
 	}
 	if err != nil {
-		return issuance.Result{}, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
+		return issuers.Result{}, fmt.Errorf("failed to get ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
 	switch ord.Status.State {
 	case hubapi.ACMEOrderValid:
 		if ord.Spec.KeyInCluster {
-			return issuance.Result{ChainPEM: ord.Status.Certificate}, nil
+			return issuers.Result{ChainPEM: ord.Status.Certificate}, nil
 		}
 		key, err := o.s.orderKey(ctx, ord)
 		if err != nil {
 			// The key is gone (deleted by hand): this order is of no use.
-			return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
+			return issuers.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
 		}
 		if shared && renews(ord, req.Current) {
 			// This Certificate already has the shared certificate and asks
 			// to replace it: the next generation of the shared order.
 			if err := o.s.deleteOrder(ctx, ord); err != nil {
-				return issuance.Result{}, err
+				return issuers.Result{}, err
 			}
-			return issuance.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
+			return issuers.Result{}, o.create(ctx, name, req, dnsNames, 0, shared)
 		}
-		return issuance.Result{ChainPEM: ord.Status.Certificate, PrivateKey: key}, nil
+		return issuers.Result{ChainPEM: ord.Status.Certificate, PrivateKey: key}, nil
 	case hubapi.ACMEOrderErrored:
 		retryAt := ord.Status.FinishedAt.Add(o.s.backoff(ord.Spec.Attempt))
 		if wait := retryAt.Sub(o.s.opts.Clock.Now()); wait > 0 {
@@ -104,30 +104,30 @@ func (o *orderer) Order(ctx context.Context, req issuance.OrderRequest) (issuanc
 			if reason == "" {
 				reason = ReasonOrderFailed
 			}
-			return issuance.Result{}, &issuance.Error{Reason: reason, RetryAfter: wait, Message: fmt.Sprintf(
+			return issuers.Result{}, &issuers.Error{Reason: reason, RetryAfter: wait, Message: fmt.Sprintf(
 				"ACME order %s/%s failed: %s; next attempt (%d) at %s", ord.Namespace, ord.Name, ord.Status.Message, ord.Spec.Attempt+2, retryAt.UTC().Format(time.RFC3339))}
 		}
 		if err := o.s.deleteOrder(ctx, ord); err != nil {
-			return issuance.Result{}, err
+			return issuers.Result{}, err
 		}
-		return issuance.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1, shared)
+		return issuers.Result{}, o.create(ctx, name, req, dnsNames, ord.Spec.Attempt+1, shared)
 	default:
 		if ord.Status.State == "" && !ord.Spec.KeyInCluster && o.s.opts.Clock.Since(ord.CreationTimestamp.Time) > o.s.opts.HoldDuration {
 			if _, err := o.s.orderKey(ctx, ord); err != nil { // its creator died before writing the key
-				return issuance.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
+				return issuers.Result{}, errors.Join(err, o.s.deleteOrder(ctx, ord))
 			}
 		}
 		state := ord.Status.State
 		if state == "" {
 			state = "created"
 		}
-		return issuance.Result{}, &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval,
+		return issuers.Result{}, &issuers.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval,
 			Message: fmt.Sprintf("ACME order %s/%s in the hub is %s", ord.Namespace, ord.Name, strings.ToLower(state))}
 	}
 }
 
 // InFlight reports whether the hub holds the ACMEOrder of this issuance.
-func (o *orderer) InFlight(ctx context.Context, req issuance.OrderRequest) (bool, error) {
+func (o *orderer) InFlight(ctx context.Context, req issuers.OrderRequest) (bool, error) {
 	name, _, _, err := o.identify(req)
 	if err != nil {
 		return false, nil // hubapi.ACMEOrder refuses it: nothing can be running
@@ -144,7 +144,7 @@ func (o *orderer) InFlight(ctx context.Context, req issuance.OrderRequest) (bool
 
 // identify checks that req can be ordered from this issuer and names its
 // ACMEOrder, from hub facts and the request alone.
-func (o *orderer) identify(req issuance.OrderRequest) (name string, shared bool, dnsNames []string, err error) {
+func (o *orderer) identify(req issuers.OrderRequest) (name string, shared bool, dnsNames []string, err error) {
 	if dnsNames, err = identifiers(&req.Certificate.Spec); err != nil {
 		return "", false, nil, err
 	}
@@ -154,15 +154,15 @@ func (o *orderer) identify(req issuance.OrderRequest) (name string, shared bool,
 			err = checkSolver(o.ci.Spec.ACME.Solvers[i], i)
 		}
 		if se := (*solverError)(nil); errors.As(err, &se) {
-			return "", false, nil, &issuance.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
+			return "", false, nil, &issuers.Error{Reason: se.reason, Message: fmt.Sprintf("ClusterIssuer %s: %s", o.ci.Name, se.message)}
 		}
 	}
 	if _, err := limits(o.ci); err != nil {
-		return "", false, nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
+		return "", false, nil, &issuers.Error{Reason: issuers.ReasonIssuerNotReady, Message: fmt.Sprintf("ClusterIssuer %s: %v", o.ci.Name, err)}
 	}
 	if sharesIdentical(o.ci) && req.Key == nil && req.CSR == nil && !keepsKey(req.Certificate) {
 		if name, err = sharedOrderName(o.ci.Name, req, dnsNames); err != nil {
-			return "", false, nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+			return "", false, nil, &issuers.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
 		}
 		return name, true, dnsNames, nil
 	}
@@ -178,7 +178,7 @@ func keepsKey(crt *cmapi.Certificate) bool {
 
 // create writes the order and the Secret holding its leaf key, once the
 // issuer's budget admits it.
-func (o *orderer) create(ctx context.Context, name string, req issuance.OrderRequest, dnsNames []string, attempt int, shared bool) error {
+func (o *orderer) create(ctx context.Context, name string, req issuers.OrderRequest, dnsNames []string, attempt int, shared bool) error {
 	// When it is needed at the latest, fixed per issuance so a waiter
 	// keeps its place: a first certificate soon after its Certificate was
 	// created, a renewal by the current certificate's expiry.
@@ -203,7 +203,7 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 	}
 	if wait > 0 {
 		at := o.s.opts.Clock.Now().Add(wait).UTC().Truncate(time.Second)
-		return &issuance.Pending{Reason: ReasonRateLimited, RetryAfter: min(wait, 5*time.Minute), Message: fmt.Sprintf(
+		return &issuers.Pending{Reason: ReasonRateLimited, RetryAfter: min(wait, 5*time.Minute), Message: fmt.Sprintf(
 			"ClusterIssuer %s: its %q budget (the CA's rate limit, shared by every replica) is spent for now; shared fairly by cluster and namespace, nearest expiry first within a namespace; next try at %s", o.ci.Name, refused, at.Format(time.RFC3339))}
 	}
 	csr, keyPEM, err := orderCSR(req)
@@ -221,11 +221,11 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 			o.s.giveBack(ctx, o.ci, dnsNames) // no order of ours was created: its tokens go back
 		}
 		if apierrors.IsAlreadyExists(err) { // another replica created it meanwhile
-			return &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+			return &issuers.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
 		}
 		return fmt.Errorf("failed to create ACMEOrder %s/%s: %w", o.s.opts.Namespace, name, err)
 	}
-	created := &issuance.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
+	created := &issuers.Pending{Reason: ReasonOrderPending, RetryAfter: o.s.opts.PollInterval, Message: fmt.Sprintf("ACME order %s/%s in the hub was created", o.s.opts.Namespace, name)}
 	owner := metav1.OwnerReference{APIVersion: hubapi.SchemeGroupVersion.String(), Kind: hubapi.ACMEOrderKind, Name: name, UID: ord.UID}
 	if resume != "" {
 		if err := o.s.adopt(ctx, ord, owner); err != nil {
@@ -265,19 +265,19 @@ func (o *orderer) create(ctx context.Context, name string, req issuance.OrderReq
 // req.CSR as it is (no key: it stays downstream), or a request
 // cert-manager would send (as certsync hashes it) for req.Key or a key
 // generated from the Certificate's spec.
-func orderCSR(req issuance.OrderRequest) (csr, keyPEM []byte, err error) {
+func orderCSR(req issuers.OrderRequest) (csr, keyPEM []byte, err error) {
 	if req.CSR != nil {
 		return req.CSR, nil, nil
 	}
 	key := req.Key
 	if key == nil {
 		if key, err = pki.GeneratePrivateKeyForCertificate(req.Certificate); err != nil {
-			return nil, nil, &issuance.Error{Reason: issuance.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
+			return nil, nil, &issuers.Error{Reason: issuers.ReasonIssuerNotReady, Message: fmt.Sprintf("cannot generate private key: %v", err)}
 		}
 	}
-	tmpl, err := issuance.CertificateRequest(req.Certificate)
+	tmpl, err := issuers.CertificateRequest(req.Certificate)
 	if err != nil {
-		return nil, nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
+		return nil, nil, &issuers.Error{Reason: ReasonUnsupportedIdentifier, Message: fmt.Sprintf("cannot build the certificate request: %v", err)}
 	}
 	if csr, err = pki.EncodeCSR(tmpl, key); err != nil {
 		return nil, nil, fmt.Errorf("failed to create the CSR: %w", err)
@@ -303,9 +303,9 @@ func sharesIdentical(ci *cmapi.ClusterIssuer) bool {
 // besides the request itself (not the certificate its Secret holds: a
 // pasted tls.crt must not choose an order). Generations of one shared
 // order follow each other under this name (Order: renews).
-func sharedOrderName(issuer string, req issuance.OrderRequest, dnsNames []string) (string, error) {
+func sharedOrderName(issuer string, req issuers.OrderRequest, dnsNames []string) (string, error) {
 	crt := req.Certificate
-	csr, err := issuance.CertificateRequest(crt)
+	csr, err := issuers.CertificateRequest(crt)
 	if err != nil {
 		return "", err
 	}
@@ -356,14 +356,14 @@ func replacesID(current *x509.Certificate, attempt int) string {
 // email addresses and other names cannot be validated with DNS-01.
 func identifiers(spec *cmapi.CertificateSpec) ([]string, error) {
 	if len(spec.IPAddresses) > 0 || len(spec.URIs) > 0 || len(spec.EmailAddresses) > 0 || len(spec.OtherNames) > 0 {
-		return nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: "ACME certificates from the hub carry only DNS names (DNS-01); remove ipAddresses, uris, emailAddresses and otherNames"}
+		return nil, &issuers.Error{Reason: ReasonUnsupportedIdentifier, Message: "ACME certificates from the hub carry only DNS names (DNS-01); remove ipAddresses, uris, emailAddresses and otherNames"}
 	}
 	names := slices.Clone(spec.DNSNames)
 	if cn := spec.CommonName; cn != "" && !slices.Contains(names, cn) {
 		names = append(names, cn)
 	}
 	if len(names) == 0 {
-		return nil, &issuance.Error{Reason: ReasonUnsupportedIdentifier, Message: "an ACME certificate needs at least one DNS name (spec.dnsNames or spec.commonName)"}
+		return nil, &issuers.Error{Reason: ReasonUnsupportedIdentifier, Message: "an ACME certificate needs at least one DNS name (spec.dnsNames or spec.commonName)"}
 	}
 	return names, nil
 }
@@ -371,7 +371,7 @@ func identifiers(spec *cmapi.CertificateSpec) ([]string, error) {
 // orderName is the same on every replica for one issuance: the issuer,
 // the Certificate (by cluster, namespace, name and UID), the identifiers
 // and the certificate being replaced.
-func orderName(issuer string, req issuance.OrderRequest, dnsNames []string) string {
+func orderName(issuer string, req issuers.OrderRequest, dnsNames []string) string {
 	h := sha256.New()
 	sorted := slices.Sorted(slices.Values(dnsNames))
 	crt := req.Certificate

@@ -12,7 +12,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 func TestChooseSolver(t *testing.T) {
@@ -98,7 +98,7 @@ func TestIdentifiers(t *testing.T) {
 	for _, tc := range cases {
 		got, err := identifiers(&tc.spec)
 		if tc.wantErr {
-			if ie := (*issuance.Error)(nil); !errors.As(err, &ie) || ie.Reason != ReasonUnsupportedIdentifier {
+			if ie := (*issuers.Error)(nil); !errors.As(err, &ie) || ie.Reason != ReasonUnsupportedIdentifier {
 				t.Errorf("%s: err = %v, want %s", tc.name, err, ReasonUnsupportedIdentifier)
 			}
 			continue
@@ -119,7 +119,7 @@ func TestIdentifiers(t *testing.T) {
 // Certificate, cluster, name set or replaced certificate has another.
 func TestOrderNameIsTheIssuance(t *testing.T) {
 	crt := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "Web.Front", UID: "u1"}}
-	req := issuance.OrderRequest{Cluster: "c1", Certificate: crt}
+	req := issuers.OrderRequest{Cluster: "c1", Certificate: crt}
 	base := orderName("le", req, []string{"a.test", "b.test"})
 	if got := orderName("le", req, []string{"b.test", "a.test"}); got != base {
 		t.Errorf("name order changed the order name: %s vs %s", got, base)
@@ -127,18 +127,18 @@ func TestOrderNameIsTheIssuance(t *testing.T) {
 	if len(base) > 63 || base[:9] != "web.front" {
 		t.Errorf("order name %q: want the Certificate's name as prefix, a DNS label length", base)
 	}
-	other := func(name string, r issuance.OrderRequest, issuer string, names ...string) {
+	other := func(name string, r issuers.OrderRequest, issuer string, names ...string) {
 		if got := orderName(issuer, r, names); got == base {
 			t.Errorf("%s: same order name %s", name, got)
 		}
 	}
 	other("issuer", req, "zerossl", "a.test", "b.test")
 	other("names", req, "le", "a.test")
-	other("cluster", issuance.OrderRequest{Cluster: "c2", Certificate: crt}, "le", "a.test", "b.test")
+	other("cluster", issuers.OrderRequest{Cluster: "c2", Certificate: crt}, "le", "a.test", "b.test")
 	recreated := crt.DeepCopy()
 	recreated.UID = "u2"
-	other("recreated Certificate", issuance.OrderRequest{Cluster: "c1", Certificate: recreated}, "le", "a.test", "b.test")
-	other("renewal", issuance.OrderRequest{Cluster: "c1", Certificate: crt, Current: &x509.Certificate{SerialNumber: big.NewInt(7)}}, "le", "a.test", "b.test")
+	other("recreated Certificate", issuers.OrderRequest{Cluster: "c1", Certificate: recreated}, "le", "a.test", "b.test")
+	other("renewal", issuers.OrderRequest{Cluster: "c1", Certificate: crt, Current: &x509.Certificate{SerialNumber: big.NewInt(7)}}, "le", "a.test", "b.test")
 }
 
 func TestBackoffDoublesToItsCap(t *testing.T) {
@@ -159,15 +159,15 @@ func TestBackoffDoublesToItsCap(t *testing.T) {
 // pasted tls.crt chooses nothing); another name, key or usage is another
 // order.
 func TestSharedOrderNameIsTheRequest(t *testing.T) {
-	base := func(mutate func(*cmapi.Certificate)) issuance.OrderRequest {
+	base := func(mutate func(*cmapi.Certificate)) issuers.OrderRequest {
 		c := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1"},
 			Spec: cmapi.CertificateSpec{DNSNames: []string{"web.example.test", "www.example.test"}}}
 		if mutate != nil {
 			mutate(c)
 		}
-		return issuance.OrderRequest{Cluster: "east", Certificate: c}
+		return issuers.OrderRequest{Cluster: "east", Certificate: c}
 	}
-	name := func(req issuance.OrderRequest) string {
+	name := func(req issuers.OrderRequest) string {
 		t.Helper()
 		n, err := sharedOrderName("le", req, req.Certificate.Spec.DNSNames)
 		if err != nil {
@@ -176,7 +176,7 @@ func TestSharedOrderNameIsTheRequest(t *testing.T) {
 		return n
 	}
 	want := name(base(nil))
-	same := map[string]issuance.OrderRequest{
+	same := map[string]issuers.OrderRequest{
 		"another cluster":           {Cluster: "west", Certificate: base(nil).Certificate},
 		"another namespace and UID": base(func(c *cmapi.Certificate) { c.Namespace, c.UID = "blog", "u2" }),
 		"names in another order":    base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"www.example.test", "web.example.test"} }),
@@ -187,7 +187,7 @@ func TestSharedOrderNameIsTheRequest(t *testing.T) {
 			t.Errorf("%s: %s, want the shared %s", what, got, want)
 		}
 	}
-	other := map[string]issuance.OrderRequest{
+	other := map[string]issuers.OrderRequest{
 		"other names": base(func(c *cmapi.Certificate) { c.Spec.DNSNames = []string{"web.example.test"} }),
 		"an ECDSA key": base(func(c *cmapi.Certificate) {
 			c.Spec.PrivateKey = &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // An ACMEOrder deleted while its order runs at the CA hands that order to
@@ -76,7 +76,7 @@ func (s *Service) handOver(ctx context.Context, ord *hubapi.ACMEOrder) error {
 // the CA order's URL and the key to continue it with (nil for a request's
 // CSR). "" when there is none, it expired (then deleted), or it cannot
 // serve req (the Certificate keeps another key of its own).
-func (s *Service) resumable(ctx context.Context, name string, req issuance.OrderRequest) (string, crypto.Signer) {
+func (s *Service) resumable(ctx context.Context, name string, req issuers.OrderRequest) (string, crypto.Signer) {
 	sec := &corev1.Secret{}
 	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, sec); err != nil {
 		return "", nil

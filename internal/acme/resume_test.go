@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // An ACMEOrder deleted while its CA order runs hands that order over: the
@@ -31,9 +31,9 @@ func TestDeletedOrderIsContinued(t *testing.T) {
 		Spec: cmapi.CertificateSpec{DNSNames: []string{"web.example.test"}, PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm}}}
 
 	// order creates (or continues) the issuance's ACMEOrder and returns it.
-	order := func(t *testing.T, req issuance.OrderRequest) *hubapi.ACMEOrder {
+	order := func(t *testing.T, req issuers.OrderRequest) *hubapi.ACMEOrder {
 		t.Helper()
-		if _, err := o.Order(ctx, req); !errors.As(err, new(*issuance.Pending)) {
+		if _, err := o.Order(ctx, req); !errors.As(err, new(*issuers.Pending)) {
 			t.Fatalf("Order: %v; want pending", err)
 		}
 		list := &hubapi.ACMEOrderList{}
@@ -73,7 +73,7 @@ func TestDeletedOrderIsContinued(t *testing.T) {
 		return sec
 	}
 
-	req := issuance.OrderRequest{Cluster: "east", Certificate: crt}
+	req := issuers.OrderRequest{Cluster: "east", Certificate: crt}
 	first := order(t, req)
 	deleteRunning(t, first, "https://ca.example/order/1")
 	if sec := keySecret(first.Name); len(sec.OwnerReferences) != 0 || sec.Annotations[hubapi.ResumeOrderAnnotation] != "https://ca.example/order/1" {
@@ -132,7 +132,7 @@ func TestDeletedOrderIsContinued(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		csrReq := issuance.OrderRequest{Cluster: "east", Certificate: crt, CSR: der}
+		csrReq := issuers.OrderRequest{Cluster: "east", Certificate: crt, CSR: der}
 		ord := order(t, csrReq)
 		deleteRunning(t, ord, "https://ca.example/order/4")
 		again := order(t, csrReq)

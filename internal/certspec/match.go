@@ -15,7 +15,7 @@ import (
 	cmutil "github.com/cert-manager/cert-manager/pkg/util"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // oidSubjectAltName is the subjectAltName extension (RFC 5280 4.2.1.6).
@@ -52,7 +52,7 @@ func Mismatches(cert *x509.Certificate, spec cmapi.CertificateSpec) []string {
 // RequestHash digests the request cert-manager would build from spec:
 // subject and extensions (names, usages, basic constraints).
 func RequestHash(crt *cmapi.Certificate) (string, error) {
-	csr, err := issuance.CertificateRequest(crt)
+	csr, err := issuers.CertificateRequest(crt)
 	if err != nil {
 		return "", err
 	}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -53,7 +53,7 @@ func FuzzValidateAndTemplate(f *testing.F) {
 			return
 		}
 		// What validation accepts, the template builder must not panic on.
-		_, _ = issuance.Template(crt)
+		_, _ = issuers.Template(crt)
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // RenewalAdvisor tells when a certificate should be renewed according to
@@ -21,7 +21,7 @@ import (
 type RenewalAdvisor interface {
 	// RenewalTime returns what the CA says about renewing cert, issued by
 	// ref for the Certificate cluster/namespace/name.
-	RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) issuance.RenewalAdvice
+	RenewalTime(ctx context.Context, cluster, namespace, name string, ref cmmeta.IssuerReference, cert *x509.Certificate) issuers.RenewalAdvice
 }
 
 // advice is a RenewalAdvisor's answer for one certificate.

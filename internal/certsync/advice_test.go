@@ -12,7 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // fakeAdvisor answers RenewalTime with fixed values, relative to the
@@ -24,12 +24,12 @@ type fakeAdvisor struct {
 	asked       int
 }
 
-func (f *fakeAdvisor) RenewalTime(context.Context, string, string, string, cmmeta.IssuerReference, *x509.Certificate) issuance.RenewalAdvice {
+func (f *fakeAdvisor) RenewalTime(context.Context, string, string, string, cmmeta.IssuerReference, *x509.Certificate) issuers.RenewalAdvice {
 	f.asked++
 	if !f.ok {
-		return issuance.RenewalAdvice{Recheck: f.recheck}
+		return issuers.RenewalAdvice{Recheck: f.recheck}
 	}
-	return issuance.RenewalAdvice{At: f.at, Recheck: f.recheck, Status: f.status}
+	return issuers.RenewalAdvice{At: f.at, Recheck: f.recheck, Status: f.status}
 }
 
 // The CA's renewal time (ARI) moves an issued certificate's renewal time

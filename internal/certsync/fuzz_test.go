@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // testCA is a CA key pair shared by the property test's CA-signed cases.
@@ -46,7 +46,7 @@ func issuedSecret(t testing.TB, crt *cmapi.Certificate, selfSigned bool) *corev1
 	if err != nil {
 		t.Fatalf("generate key: %v", err)
 	}
-	tmpl, err := issuance.Template(crt)
+	tmpl, err := issuers.Template(crt)
 	if err != nil {
 		t.Fatalf("template of a valid spec: %v", err)
 	}
@@ -203,7 +203,7 @@ func FuzzIssuedCertificateStaysPut(f *testing.F) {
 		if certspec.ValidateSpec(crt) != nil {
 			return
 		}
-		if _, err := issuance.Template(crt); err != nil {
+		if _, err := issuers.Template(crt); err != nil {
 			// Validation passed but cert-manager's builder refuses (e.g. a
 			// name Go's x509 cannot encode): issuance ends in a terminal
 			// InvalidSpec, never a loop.

@@ -28,7 +28,7 @@ import (
 
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // fakeCluster serves a fake client and a fake event recorder as a downstream cluster.
@@ -45,24 +45,24 @@ func (f *fakeCluster) GetEventRecorder(string) recorder.EventRecorder { return f
 // caIssuer signs with the shared test CA, as the CA issuer does.
 type caIssuer struct{}
 
-func (caIssuer) Sign(_ context.Context, req issuance.Request) (issuance.Result, error) {
+func (caIssuer) Sign(_ context.Context, req issuers.Request) (issuers.Result, error) {
 	certs, key := testCA()
 	req.Template.PublicKey = req.PublicKey
 	b, err := pki.SignCSRTemplate(certs, key, req.Template)
 	if err != nil {
-		return issuance.Result{}, err
+		return issuers.Result{}, err
 	}
-	return issuance.Result{ChainPEM: b.ChainPEM, CAPEM: b.CAPEM}, nil
+	return issuers.Result{ChainPEM: b.ChainPEM, CAPEM: b.CAPEM}, nil
 }
 
 // fakeResolver resolves every issuerRef to caIssuer (voucher when set),
 // or fails with err.
 type fakeResolver struct {
 	err     error
-	voucher issuance.Issuer
+	voucher issuers.Issuer
 }
 
-func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, client.Reader) (issuance.Issuer, error) {
+func (f *fakeResolver) Resolve(context.Context, cmmeta.IssuerReference, string, client.Reader) (issuers.Issuer, error) {
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/outputs"
 )
 
@@ -69,13 +69,13 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if issuer == nil {
 		issuer, err = r.opts.Issuers.Resolve(ctx, crt.Spec.IssuerRef, crt.Namespace, t.cl.GetAPIReader())
 	}
-	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+	if ie := (*issuers.Error)(nil); errors.As(err, &ie) {
 		return r.issuerError(ctx, t, ie)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if d := t.decision.ForIssuer(issuance.SelfSigned(issuer)); !d.Allowed {
+	if d := t.decision.ForIssuer(issuers.SelfSigned(issuer)); !d.Allowed {
 		// Decided on the signer itself, so an issuer changed since the
 		// policy looked cannot lend the default's allowance to a hub CA.
 		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+d.Message)
@@ -84,7 +84,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	key := st.key
 	reuse := crt.Spec.PrivateKey != nil && crt.Spec.PrivateKey.RotationPolicy == cmapi.RotationPolicyNever &&
 		key != nil && len(pki.PrivateKeyMatchesSpec(key, crt.Spec)) == 0
-	if o, ok := issuer.(issuance.Orderer); ok {
+	if o, ok := issuer.(issuers.Orderer); ok {
 		if !reuse {
 			key = nil // the Orderer generates the key and keeps it in the hub until issued
 		}
@@ -108,7 +108,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 	if err != nil {
 		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidSpec, fmt.Sprintf("Cannot encode private key: %v", err))
 	}
-	res, err := issuer.Sign(ctx, issuance.Request{Template: t.template, PublicKey: key.Public(), PrivateKey: key})
+	res, err := issuer.Sign(ctx, issuers.Request{Template: t.template, PublicKey: key.Public(), PrivateKey: key})
 	if err != nil {
 		return reconcile.Result{}, errors.Join(err, r.setNotReady(ctx, t, reasons.IssuanceFailed, err.Error()))
 	}
@@ -117,7 +117,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 
 // issuerError records an issuer's typed refusal as Ready=False and retries
 // after its RetryAfter, the issuer retry interval, or (terminal) never.
-func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Error) (reconcile.Result, error) {
+func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuers.Error) (reconcile.Result, error) {
 	res := reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}
 	switch {
 	case ie.Terminal:
@@ -132,10 +132,10 @@ func (r *reconciler) issuerError(ctx context.Context, t *target, ie *issuance.Er
 // the Certificate shows Issuing=True with the order's reason and the
 // reconcile returns at once, to be called again; a failed order is
 // Ready=False with the CA's error; an issued one is written like a signed one.
-func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw outputs.Passwords, rec loopRecord) (reconcile.Result, error) {
+func (r *reconciler) order(ctx context.Context, t *target, o issuers.Orderer, key crypto.Signer, existing *corev1.Secret, st *secretState, pw outputs.Passwords, rec loopRecord) (reconcile.Result, error) {
 	crt := t.crt
 	res, err := o.Order(ctx, orderRequest(t, key, st))
-	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
+	if p := (*issuers.Pending)(nil); errors.As(err, &p) {
 		wait := reconcile.Result{RequeueAfter: max(p.RetryAfter, 100*time.Millisecond)}
 		if c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == p.Reason && c.Message == p.Message {
 			return wait, nil
@@ -144,7 +144,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 			r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, p.Reason, p.Message)
 		})
 	}
-	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+	if ie := (*issuers.Error)(nil); errors.As(err, &ie) {
 		return r.issuerError(ctx, t, ie)
 	}
 	if err != nil {
@@ -169,7 +169,7 @@ func (r *reconciler) order(ctx context.Context, t *target, o issuance.Orderer, k
 
 // write stores an issued certificate and its key in the Secret and marks
 // the Certificate Ready.
-func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secret, pw outputs.Passwords, rec loopRecord, res issuance.Result, keyPEM []byte, requestHash string) (reconcile.Result, error) {
+func (r *reconciler) write(ctx context.Context, t *target, existing *corev1.Secret, pw outputs.Passwords, rec loopRecord, res issuers.Result, keyPEM []byte, requestHash string) (reconcile.Result, error) {
 	crt := t.crt
 	cert, err := pki.DecodeX509CertificateBytes(res.ChainPEM)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -85,14 +85,14 @@ func (r *reconciler) planKeep(_ context.Context, t *target, decision policy.Deci
 func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reconcile.Result, error) {
 	iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader())
 	if err != nil {
-		var ie *issuance.Error
+		var ie *issuers.Error
 		if !errors.As(err, &ie) {
 			return reconcile.Result{}, err
 		}
 		r.plan(t, migrate.ActionRefuse, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
-	if pd := t.decision.ForIssuer(issuance.SelfSigned(iss)); !pd.Allowed {
+	if pd := t.decision.ForIssuer(issuers.SelfSigned(iss)); !pd.Allowed {
 		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+pd.Message)
 	}
 	action := migrate.ActionReissue

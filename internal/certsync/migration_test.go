@@ -60,7 +60,7 @@ func (f *fakeMigration) Forget(_ multicluster.ClusterName, ns, name string) {
 func (f *fakeMigration) Subscribe(func(multicluster.ClusterName)) {}
 
 // vouchingCA is caIssuer that tells whether it signed a certificate
-// (issuance.Voucher, as the CA issuer does): same says.
+// (issuers.Voucher, as the CA issuer does): same says.
 type vouchingCA struct {
 	caIssuer
 	same bool

@@ -16,7 +16,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/policy"
 )
 
@@ -103,7 +103,7 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 			h.r.opts.Policy = evaluator{set}
 			if tc.selfSigned { // the hub's own resolver, reading a SelfSigned ClusterIssuer
 				ci := &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "ca"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}}
-				res, err := issuance.New(issuance.Options{Client: fake.NewClientBuilder().WithScheme(h.c.Scheme()).WithObjects(ci).Build(), Namespace: "hub"})
+				res, err := issuers.New(issuers.Options{Client: fake.NewClientBuilder().WithScheme(h.c.Scheme()).WithObjects(ci).Build(), Namespace: "hub"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +113,7 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 			c := ready(h.certificate("web"))
 			if tc.selfSigned {
 				cert, err := pki.DecodeX509CertificateBytes(h.secret("web-tls").Data[corev1.TLSCertKey])
-				if err != nil || !cert.IsCA || !issuance.IsSelfSigned(cert) || c == nil || c.Status != cmmeta.ConditionTrue {
+				if err != nil || !cert.IsCA || !issuers.IsSelfSigned(cert) || c == nil || c.Status != cmmeta.ConditionTrue {
 					t.Errorf("%s: Ready %+v, certificate %v (%v); want a self-signed CA issued", tc.name, c, cert != nil && cert.IsCA, err)
 				}
 				continue

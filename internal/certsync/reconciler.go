@@ -24,8 +24,8 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/secretcache"
@@ -56,8 +56,8 @@ type target struct {
 
 	advice advice // the CA's renewal time for the current certificate (Options.RenewalAdvice)
 
-	override     issuance.Issuer   // a CA rotation's new CA signs for this cluster (Options.Rotation)
-	ordering     bool              // the hub holds an order of this issuance (issuance.Orderer.InFlight): admitted before
+	override     issuers.Issuer    // a CA rotation's new CA signs for this cluster (Options.Rotation)
+	ordering     bool              // the hub holds an order of this issuance (issuers.Orderer.InFlight): admitted before
 	template     *x509.Certificate // what is signed: the template the policy allowed, constrained by it
 	dry          bool              // the hub does not write in this cluster now (Options.Migration): decide, write nothing, plan
 	adopting     bool              // the Secret is cert-manager's, written for this Certificate: taken over
@@ -146,7 +146,7 @@ func (r *reconciler) reconcile(ctx context.Context, req mcreconcile.Request) (re
 	}
 	if !d.reissue {
 		if decision.SelfSignedOnly { // a CA the default policy allows if self-signed: is the kept one?
-			decision = decision.ForIssuer(issuance.IsSelfSigned(d.state.cert))
+			decision = decision.ForIssuer(issuers.IsSelfSigned(d.state.cert))
 		}
 		if t.adopting && !decision.Allowed {
 			// cert-manager's certificate is judged as one the hub would sign
@@ -253,14 +253,14 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		return nil, reconcile.Result{}, r.refuseUndecodable(ctx, t, u, se)
 	}
 	t.crt = crt
-	if n := issuance.NamesOf(crt); n > r.opts.MaxNames {
+	if n := issuers.NamesOf(crt); n > r.opts.MaxNames {
 		return nil, reconcile.Result{}, r.setNotReady(ctx, t, reasons.InvalidNames,
 			fmt.Sprintf("Invalid Certificate spec: %d names (SANs and literalSubject attributes) exceed the hub's limit of %d per certificate (--max-names-per-certificate)", n, r.opts.MaxNames))
 	}
 	if se := (*certspec.Error)(nil); errors.As(certspec.ValidateSpec(crt), &se) {
 		return nil, reconcile.Result{}, r.setNotReady(ctx, t, se.Reason, "Invalid Certificate spec: "+se.Error())
 	}
-	if ie := issuance.ExternalGroup(crt.Spec.IssuerRef); ie != nil {
+	if ie := issuers.ExternalGroup(crt.Spec.IssuerRef); ie != nil {
 		// Valid for cert-manager's webhook, but no issuer of the hub can sign
 		// for it: terminal until the Certificate changes, decided before the
 		// trigger chain so nothing is ever attempted.
@@ -289,7 +289,7 @@ func (r *reconciler) admit(ctx context.Context, t *target) (policy.Decision, boo
 // length and name constraints (Decision.Constrain). A nil p allows
 // everything; pending means p has not loaded its policies yet.
 func templateFor(p Policy, cluster multicluster.ClusterName, crt *cmapi.Certificate) (*x509.Certificate, policy.Decision, bool, error) {
-	tmpl, err := issuance.Template(crt)
+	tmpl, err := issuers.Template(crt)
 	if err != nil {
 		return nil, policy.Decision{}, false, err
 	}

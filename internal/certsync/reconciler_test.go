@@ -23,7 +23,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/budget"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // A new Certificate is issued: the Secret in cert-manager's format with
@@ -97,13 +97,13 @@ func TestReconcileTriggersAndOutcomes(t *testing.T) {
 		{name: "invalid spec", crt: func(c *cmapi.Certificate) { c.Spec.CommonName, c.Spec.DNSNames = "", nil }, reason: reasons.InvalidNames, requeue: -1},
 		{name: "external issuer group", crt: func(c *cmapi.Certificate) {
 			c.Spec.IssuerRef = cmmeta.IssuerReference{Name: "pca", Kind: "AWSPCAClusterIssuer", Group: "awspca.cert-manager.io"}
-		}, reason: issuance.ReasonIssuerNotSupported, requeue: -1},
+		}, reason: issuers.ReasonIssuerNotSupported, requeue: -1},
 		{name: "issuer not found: retried", before: func(h *reconcilerHarness) {
-			h.issue.err = &issuance.Error{Reason: issuance.ReasonIssuerNotFound, Message: "ClusterIssuer \"ca\" not found in the hub"}
-		}, reason: issuance.ReasonIssuerNotFound, requeue: DefaultIssuerRetryInterval},
+			h.issue.err = &issuers.Error{Reason: issuers.ReasonIssuerNotFound, Message: "ClusterIssuer \"ca\" not found in the hub"}
+		}, reason: issuers.ReasonIssuerNotFound, requeue: DefaultIssuerRetryInterval},
 		{name: "issuer kind not supported: terminal", before: func(h *reconcilerHarness) {
-			h.issue.err = &issuance.Error{Reason: issuance.ReasonIssuerNotSupported, Message: "x", Terminal: true}
-		}, reason: issuance.ReasonIssuerNotSupported, requeue: -1},
+			h.issue.err = &issuers.Error{Reason: issuers.ReasonIssuerNotSupported, Message: "x", Terminal: true}
+		}, reason: issuers.ReasonIssuerNotSupported, requeue: -1},
 		{name: "a Secret certhub did not write", before: func(h *reconcilerHarness) {
 			if err := h.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-tls"}}); err != nil {
 				h.t.Fatal(err)
@@ -412,7 +412,7 @@ func TestForgedOrderPendingGetsNothing(t *testing.T) {
 	forge := func(h *reconcilerHarness) {
 		t.Helper()
 		crt := h.certificate("web")
-		apiutil.SetCertificateCondition(crt, crt.Generation, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, issuance.ReasonOrderPending, "forged")
+		apiutil.SetCertificateCondition(crt, crt.Generation, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, issuers.ReasonOrderPending, "forged")
 		if err := h.c.Status().Update(context.Background(), crt); err != nil {
 			t.Fatal(err)
 		}

@@ -32,8 +32,8 @@ import (
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/policyfeed"
@@ -74,9 +74,9 @@ const (
 	conflictRequeue = 100 * time.Millisecond
 )
 
-// IssuerResolver finds the Issuer for a Certificate's issuerRef. *issuance.Resolver implements it.
+// IssuerResolver finds the Issuer for a Certificate's issuerRef. *issuers.Resolver implements it.
 type IssuerResolver interface {
-	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuance.Issuer, error)
+	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuers.Issuer, error)
 }
 
 // Rotation says which clusters sign with a rotating CA's next key pair.
@@ -84,7 +84,7 @@ type IssuerResolver interface {
 type Rotation interface {
 	// Override returns the next CA's issuer and signing certificate when
 	// cluster must sign with it for ref now.
-	Override(ctx context.Context, cluster multicluster.ClusterName, ref cmmeta.IssuerReference) (issuance.Issuer, *x509.Certificate, bool, error)
+	Override(ctx context.Context, cluster multicluster.ClusterName, ref cmmeta.IssuerReference) (issuers.Issuer, *x509.Certificate, bool, error)
 	// Subscribe calls fn after every phase or wave change, and when a
 	// cluster's bundles come to hold the next CA.
 	Subscribe(fn func())
@@ -213,7 +213,7 @@ type Options struct {
 	// of a literalSubject) one Certificate may ask for; more is refused
 	// (InvalidNames) before anything else is done with it, so one tenant's
 	// 60,000-name Certificate costs the hub nothing on every reconcile.
-	// Defaults to issuance.DefaultMaxNames.
+	// Defaults to issuers.DefaultMaxNames.
 	MaxNames int
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
@@ -266,7 +266,7 @@ func (o *Options) defaults() {
 		o.LoopMaxIssuances = DefaultLoopMaxIssuances
 	}
 	if o.MaxNames == 0 {
-		o.MaxNames = issuance.DefaultMaxNames
+		o.MaxNames = issuers.DefaultMaxNames
 	}
 	if o.LoopWindow == 0 {
 		o.LoopWindow = DefaultLoopWindow

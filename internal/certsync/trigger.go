@@ -20,7 +20,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // input is what the policies decide on. secret is nil when it does not exist.
@@ -33,7 +33,7 @@ type input struct {
 	adopting bool
 	// sameIssuer, when adopting, reports whether a certificate comes from
 	// the issuer identity crt names now (the same CA certificate); known is
-	// false when the issuer cannot tell (issuance.Voucher).
+	// false when the issuer cannot tell (issuers.Voucher).
 	sameIssuer func(*x509.Certificate) (same, known bool)
 	// record is what the hub's record says of crt's certificates (nil: no record).
 	record *recordView
@@ -95,7 +95,7 @@ func parseSecret(s *corev1.Secret) *secretState {
 
 func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
-	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != reasons.RateLimited && c.Reason != issuance.ReasonOrderPending { // certhub's own waits are no trigger
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason != reasons.RateLimited && c.Reason != issuers.ReasonOrderPending { // certhub's own waits are no trigger
 		if in.adopting && c.Reason != reasons.ManuallyTriggered {
 			// cert-manager's own trigger, in flight when it stopped: the hub
 			// decides afresh; only a user's `cmctl renew` still asks.
@@ -111,8 +111,8 @@ func manuallyTriggered(in input, _ *secretState) (string, string, bool) {
 // the Certificate asks the Orderer again until the order is done.
 func orderPending(in input, _ *secretState) (string, string, bool) {
 	c := apiutil.GetCertificateCondition(in.crt, cmapi.CertificateConditionIssuing)
-	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending {
-		return issuance.ReasonOrderPending, "Issuing certificate as its order runs: " + c.Message, true
+	if c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuers.ReasonOrderPending {
+		return issuers.ReasonOrderPending, "Issuing certificate as its order runs: " + c.Message, true
 	}
 	return "", "", false
 }
@@ -256,7 +256,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 			return decision{}, true, reconcile.Result{}, err
 		}
 		t.ordering = inFlight
-		if !inFlight && reason == issuance.ReasonOrderPending {
+		if !inFlight && reason == issuers.ReasonOrderPending {
 			logr.FromContextOrDiscard(ctx).Info("ignoring an Issuing condition that claims an order the hub does not hold", "condition", message)
 			reissue, reason, message = false, "", ""
 		}
@@ -269,7 +269,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 	if r.opts.Rotation != nil {
 		iss, ca, ok, err := r.opts.Rotation.Override(ctx, t.name, crt.Spec.IssuerRef)
 		if err != nil {
-			return decision{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, issuance.ReasonIssuerNotReady, err.Error())
+			return decision{}, true, reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, r.setNotReady(ctx, t, issuers.ReasonIssuerNotReady, err.Error())
 		}
 		if ok {
 			t.override = iss
@@ -296,7 +296,7 @@ func (r *reconciler) decide(ctx context.Context, t *target, in *gathered) (decis
 }
 
 // sameIssuer returns whether a certificate comes from the issuer identity
-// t's Certificate names (issuance.Voucher: the CA's own certificate signed
+// t's Certificate names (issuers.Voucher: the CA's own certificate signed
 // it), and whether the issuer can tell at all (not when it does not vouch,
 // as ACME, or cannot be resolved: the issuer annotations decide then).
 func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certificate) (bool, bool) {
@@ -305,7 +305,7 @@ func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certi
 		if err != nil {
 			return false, false
 		}
-		v, ok := iss.(issuance.Voucher)
+		v, ok := iss.(issuers.Voucher)
 		if !ok || cert == nil {
 			return false, false
 		}
@@ -318,7 +318,7 @@ func (r *reconciler) sameIssuer(ctx context.Context, t *target) func(*x509.Certi
 // downstream user can write it.
 func claimsOrder(crt *cmapi.Certificate) bool {
 	c := apiutil.GetCertificateCondition(crt, cmapi.CertificateConditionIssuing)
-	return c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuance.ReasonOrderPending
+	return c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == issuers.ReasonOrderPending
 }
 
 // orderInFlight asks crt's issuer, when it orders (ACME), whether the hub
@@ -328,7 +328,7 @@ func (r *reconciler) orderInFlight(ctx context.Context, t *target, st *secretSta
 	if err != nil {
 		return false, nil //nolint:nilerr // the issuance reports the issuer's error on the Certificate
 	}
-	o, ok := iss.(issuance.Orderer)
+	o, ok := iss.(issuers.Orderer)
 	if !ok {
 		return false, nil
 	}
@@ -339,8 +339,8 @@ func (r *reconciler) orderInFlight(ctx context.Context, t *target, st *secretSta
 // certificate replaced, is the Secret's only when the Secret also holds its
 // private key: a pasted tls.crt proves nothing, and must not lend its
 // identity to the order (its name, its ARI replacement).
-func orderRequest(t *target, key crypto.Signer, st *secretState) issuance.OrderRequest {
-	req := issuance.OrderRequest{Cluster: string(t.name), Certificate: t.crt, Template: t.template, Key: key}
+func orderRequest(t *target, key crypto.Signer, st *secretState) issuers.OrderRequest {
+	req := issuers.OrderRequest{Cluster: string(t.name), Certificate: t.crt, Template: t.template, Key: key}
 	if st != nil && st.cert != nil && st.key != nil {
 		if ok, err := pki.PublicKeyMatchesCertificate(st.key.Public(), st.cert); err == nil && ok {
 			req.Current = st.cert

@@ -13,8 +13,8 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // selfSignedSecret issues crt with a self-signed certificate and returns the
@@ -136,8 +136,8 @@ func TestTriggerChain(t *testing.T) {
 		{name: "not recorded while the record rebuilds", record: recordedAs(func(v *recordView) { v.rebuilding = true }, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
 		{name: "not recorded, taken over from cert-manager", adopting: true, record: recordedAs(nil, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
 		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
-			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuance.ReasonOrderPending}}
-		}, reason: issuance.ReasonOrderPending},
+			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuers.ReasonOrderPending}}
+		}, reason: issuers.ReasonOrderPending},
 		{name: "cmctl renew", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered"}}
 		}, reason: reasons.ManuallyTriggered},
@@ -210,4 +210,4 @@ func TestSecretApplyMatchesCertManagerFormat(t *testing.T) {
 }
 
 // The real issuer package must satisfy the resolver interface certsync consumes.
-var _ IssuerResolver = (*issuance.Resolver)(nil)
+var _ IssuerResolver = (*issuers.Resolver)(nil)

@@ -11,7 +11,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // Key sizes the hub signs: what cert-manager's own validation accepts for a
@@ -32,7 +32,7 @@ func checkCSR(cr *cmapi.CertificateRequest, maxNames int) (*x509.Certificate, *x
 	if err != nil {
 		return nil, nil, fmt.Errorf("spec.request does not hold a PEM CSR: %w", err)
 	}
-	if n := issuance.NamesOfCSR(csr); n > maxNames {
+	if n := issuers.NamesOfCSR(csr); n > maxNames {
 		return nil, nil, fmt.Errorf("the CSR asks for %d names (SANs and subject attributes), more than the hub's limit of %d per certificate (--max-names-per-certificate)", n, maxNames)
 	}
 	if err := csr.CheckSignature(); err != nil {

@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
-// order asks an ACME ClusterIssuer (an issuance.Orderer) for the request's
+// order asks an ACME ClusterIssuer (an issuers.Orderer) for the request's
 // certificate: one ACMEOrder in the hub, finalized with the request's own
 // CSR, so the key never leaves the cluster. The order is admitted by the
 // hub's budget once (while the hub holds it, asking again costs nothing)
@@ -25,8 +25,8 @@ import (
 // request is Pending with the order's reason; a failed order fails the
 // request (terminal, as cert-manager's ACME issuer does: the Certificate
 // above it, if any, retries with a new request).
-func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, cr *cmapi.CertificateRequest, o issuance.Orderer, tmpl *x509.Certificate, csr *x509.CertificateRequest, rep *crutil.Reporter) (reconcile.Result, error) {
-	req := issuance.OrderRequest{Cluster: string(name), Certificate: orderCertificate(cr, tmpl), Template: tmpl, CSR: csr.Raw}
+func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, cr *cmapi.CertificateRequest, o issuers.Orderer, tmpl *x509.Certificate, csr *x509.CertificateRequest, rep *crutil.Reporter) (reconcile.Result, error) {
+	req := issuers.OrderRequest{Cluster: string(name), Certificate: orderCertificate(cr, tmpl), Template: tmpl, CSR: csr.Raw}
 	inFlight, err := o.InFlight(ctx, req)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -37,11 +37,11 @@ func (r *reconciler) order(ctx context.Context, name multicluster.ClusterName, c
 		}
 	}
 	res, err := o.Order(ctx, req)
-	if p := (*issuance.Pending)(nil); errors.As(err, &p) {
+	if p := (*issuers.Pending)(nil); errors.As(err, &p) {
 		rep.Pending(cr, nil, p.Reason, p.Message)
 		return reconcile.Result{RequeueAfter: max(p.RetryAfter, 100*time.Millisecond)}, nil
 	}
-	if ie := (*issuance.Error)(nil); errors.As(err, &ie) {
+	if ie := (*issuers.Error)(nil); errors.As(err, &ie) {
 		rep.Failed(cr, errors.New(ie.Message), ie.Reason, "The ACME order failed")
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 		return reconcile.Result{}, nil

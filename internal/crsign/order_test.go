@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/certhub/certhub/internal/crsign"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
@@ -25,21 +25,21 @@ import (
 // fakeOrderer answers Order with res/err and records what it was asked.
 type fakeOrderer struct {
 	inFlight bool
-	res      issuance.Result
+	res      issuers.Result
 	err      error
-	asked    []issuance.OrderRequest
+	asked    []issuers.OrderRequest
 }
 
-func (o *fakeOrderer) Sign(context.Context, issuance.Request) (issuance.Result, error) {
-	return issuance.Result{}, nil
+func (o *fakeOrderer) Sign(context.Context, issuers.Request) (issuers.Result, error) {
+	return issuers.Result{}, nil
 }
 
-func (o *fakeOrderer) Order(_ context.Context, req issuance.OrderRequest) (issuance.Result, error) {
+func (o *fakeOrderer) Order(_ context.Context, req issuers.OrderRequest) (issuers.Result, error) {
 	o.asked = append(o.asked, req)
 	return o.res, o.err
 }
 
-func (o *fakeOrderer) InFlight(context.Context, issuance.OrderRequest) (bool, error) {
+func (o *fakeOrderer) InFlight(context.Context, issuers.OrderRequest) (bool, error) {
 	return o.inFlight, nil
 }
 
@@ -84,17 +84,17 @@ func TestOrder(t *testing.T) {
 		ordered  bool // Order was asked
 		errorOut bool // Reconcile returns an error
 	}{
-		{name: "a new order, admitted: pending", orderer: fakeOrderer{err: &issuance.Pending{Reason: issuance.ReasonOrderPending, Message: "ACME order certhub/web-1 in the hub was created", RetryAfter: time.Second}},
-			reason: cmapi.CertificateRequestReasonPending, says: "was created", requeue: true, event: issuance.ReasonOrderPending, ordered: true},
+		{name: "a new order, admitted: pending", orderer: fakeOrderer{err: &issuers.Pending{Reason: issuers.ReasonOrderPending, Message: "ACME order certhub/web-1 in the hub was created", RetryAfter: time.Second}},
+			reason: cmapi.CertificateRequestReasonPending, says: "was created", requeue: true, event: issuers.ReasonOrderPending, ordered: true},
 		{name: "a new order, budget spent: waits without ordering", orderer: fakeOrderer{}, wait: time.Minute,
 			reason: cmapi.CertificateRequestReasonPending, says: "issuance budget", requeue: true, event: crsign.ReasonRateLimited},
-		{name: "an order in flight: asked again, no budget", orderer: fakeOrderer{inFlight: true, err: &issuance.Pending{Reason: issuance.ReasonOrderPending, Message: "validating"}}, wait: time.Minute,
-			reason: cmapi.CertificateRequestReasonPending, says: "validating", requeue: true, event: issuance.ReasonOrderPending, ordered: true},
-		{name: "the order failed: the request fails", orderer: fakeOrderer{inFlight: true, err: &issuance.Error{Reason: "OrderFailed", Message: "the CA said urn:ietf:params:acme:error:rejectedIdentifier"}},
+		{name: "an order in flight: asked again, no budget", orderer: fakeOrderer{inFlight: true, err: &issuers.Pending{Reason: issuers.ReasonOrderPending, Message: "validating"}}, wait: time.Minute,
+			reason: cmapi.CertificateRequestReasonPending, says: "validating", requeue: true, event: issuers.ReasonOrderPending, ordered: true},
+		{name: "the order failed: the request fails", orderer: fakeOrderer{inFlight: true, err: &issuers.Error{Reason: "OrderFailed", Message: "the CA said urn:ietf:params:acme:error:rejectedIdentifier"}},
 			reason: cmapi.CertificateRequestReasonFailed, says: "rejectedIdentifier", failed: true, event: "OrderFailed", ordered: true},
-		{name: "issued: Ready, the chain, no ca.crt", orderer: fakeOrderer{inFlight: true, res: issuance.Result{ChainPEM: leafFor(t, key.Public())}},
+		{name: "issued: Ready, the chain, no ca.crt", orderer: fakeOrderer{inFlight: true, res: issuers.Result{ChainPEM: leafFor(t, key.Public())}},
 			reason: cmapi.CertificateRequestReasonIssued, signed: true, event: "CertificateIssued", ordered: true},
-		{name: "a certificate for another key: never written", orderer: fakeOrderer{inFlight: true, res: issuance.Result{ChainPEM: leafFor(t, other.Public())}},
+		{name: "a certificate for another key: never written", orderer: fakeOrderer{inFlight: true, res: issuers.Result{ChainPEM: leafFor(t, other.Public())}},
 			ordered: true, errorOut: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +105,7 @@ func TestOrder(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(cr).WithStatusSubresource(&cmapi.CertificateRequest{}).Build()
 			fc := fixture.NewFakeCluster(c)
 			o := tc.orderer
-			resolver, _ := hubWithACME(t, func(context.Context, *cmapi.ClusterIssuer) (issuance.Issuer, error) { return &o, nil })
+			resolver, _ := hubWithACME(t, func(context.Context, *cmapi.ClusterIssuer) (issuers.Issuer, error) { return &o, nil })
 			res, err := reconcileOnce(t, fc, crsign.Options{Issuers: resolver, Policy: fakePolicy{}, Budget: fakeBudget{wait: tc.wait}}, "east", cr)
 			if (err != nil) != tc.errorOut {
 				t.Fatalf("Reconcile: %v; want an error %t", err, tc.errorOut)

@@ -26,8 +26,8 @@ import (
 
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // Event reasons (the condition's reason is cert-manager's: Pending, Failed,
@@ -112,7 +112,7 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 
 	ref := cr.Spec.IssuerRef
 	if ref.Kind != cmapi.ClusterIssuerKind {
-		rep.Failed(cr, fmt.Errorf("kind %q", ref.Kind), issuance.ReasonIssuerNotSupported,
+		rep.Failed(cr, fmt.Errorf("kind %q", ref.Kind), issuers.ReasonIssuerNotSupported,
 			"certhub.io names the hub's ClusterIssuers only (kind ClusterIssuer)")
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 		return reconcile.Result{}, nil
@@ -120,11 +120,11 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 	hubRef := cmmeta.IssuerReference{Name: ref.Name, Kind: cmapi.ClusterIssuerKind, Group: cmapi.SchemeGroupVersion.Group}
 	iss, err := r.opts.Issuers.Resolve(ctx, hubRef, cr.Namespace, cl.GetAPIReader())
 	if err != nil {
-		var ie *issuance.Error
+		var ie *issuers.Error
 		if !errors.As(err, &ie) {
 			return reconcile.Result{}, err
 		}
-		if ie.Terminal || ie.Reason == issuance.ReasonIssuerNotSupported {
+		if ie.Terminal || ie.Reason == issuers.ReasonIssuerNotSupported {
 			rep.Failed(cr, errors.New(ie.Message), ie.Reason, "The hub issuer cannot sign")
 			r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 			return reconcile.Result{}, nil
@@ -143,17 +143,17 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 		if pending {
 			return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 		}
-		if d = d.ForIssuer(issuance.SelfSigned(iss)); !d.Allowed {
+		if d = d.ForIssuer(issuers.SelfSigned(iss)); !d.Allowed {
 			rep.Failed(cr, errors.New(d.Message), ReasonPolicyDenied, "Denied by issuance policy")
 			r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 			return reconcile.Result{}, nil
 		}
 		d.Constrain(tmpl)
 	}
-	if o, ok := iss.(issuance.Orderer); ok {
+	if o, ok := iss.(issuers.Orderer); ok {
 		return r.order(ctx, name, cr, o, tmpl, csr, rep)
 	}
-	if s, ok := iss.(issuance.Sealer); ok {
+	if s, ok := iss.(issuers.Sealer); ok {
 		if wait := fixTBS(name, cr, s, csr.Raw, tmpl, r.opts.clock.Now()); wait > 0 {
 			rep.Pending(cr, nil, ReasonNotBeforeAhead, fmt.Sprintf("The request's creation or approval lies more than %s ahead of the hub's clock; it is signed in %s, never valid from the future", MaxClockSkew, wait.Round(time.Second)))
 			return reconcile.Result{RequeueAfter: min(wait, 5*time.Minute)}, nil
@@ -162,9 +162,9 @@ func (r *reconciler) sync(ctx context.Context, name multicluster.ClusterName, cl
 	if wait := r.admit(name, cr, rep); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	res, err := iss.Sign(ctx, issuance.Request{Template: tmpl, PublicKey: tmpl.PublicKey})
-	if errors.Is(err, issuance.ErrNeedsPrivateKey) {
-		rep.Failed(cr, err, issuance.ReasonIssuerNotSupported,
+	res, err := iss.Sign(ctx, issuers.Request{Template: tmpl, PublicKey: tmpl.PublicKey})
+	if errors.Is(err, issuers.ErrNeedsPrivateKey) {
+		rep.Failed(cr, err, issuers.ReasonIssuerNotSupported,
 			"A SelfSigned ClusterIssuer signs with the certificate's own key, which stays in the cluster; use a CA ClusterIssuer")
 		r.metrics.result(name, cmapi.CertificateRequestReasonFailed)
 		return reconcile.Result{}, nil

@@ -33,7 +33,7 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
@@ -43,14 +43,14 @@ var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 
 // hubWithIssuers is a hub holding a CA ClusterIssuer "ca", a SelfSigned
 // "self" and an ACME "acme" (served by no ACME implementation here).
-func hubWithIssuers(t *testing.T) (*issuance.Resolver, *x509.Certificate) {
+func hubWithIssuers(t *testing.T) (*issuers.Resolver, *x509.Certificate) {
 	t.Helper()
 	return hubWithACME(t, nil)
 }
 
 // hubWithACME is hubWithIssuers whose "acme" is served by acme (nil: not
 // served, IssuerNotSupported).
-func hubWithACME(t *testing.T, acme func(context.Context, *cmapi.ClusterIssuer) (issuance.Issuer, error)) (*issuance.Resolver, *x509.Certificate) {
+func hubWithACME(t *testing.T, acme func(context.Context, *cmapi.ClusterIssuer) (issuers.Issuer, error)) (*issuers.Resolver, *x509.Certificate) {
 	t.Helper()
 	key, err := pki.GenerateECPrivateKey(pki.ECCurve256)
 	if err != nil {
@@ -73,7 +73,7 @@ func hubWithACME(t *testing.T, acme func(context.Context, *cmapi.ClusterIssuer) 
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "self"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
 		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "acme"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{ACME: &cmacme.ACMEIssuer{Server: "https://acme.example/directory"}}}},
 	).Build()
-	r, err := issuance.New(issuance.Options{Client: c, Namespace: "certhub", ACME: acme})
+	r, err := issuers.New(issuers.Options{Client: c, Namespace: "certhub", ACME: acme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,13 +172,13 @@ func TestReconcile(t *testing.T) {
 		{name: "the budget: pending, asked again", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved}, wait: 3 * time.Second,
 			reason: cmapi.CertificateRequestReasonPending, says: "issuance budget", requeue: true, event: crsign.ReasonRateLimited},
 		{name: "issuer not found: pending, asked again", issuer: "nope", mutate: []func(*cmapi.CertificateRequest){approved},
-			reason: cmapi.CertificateRequestReasonPending, says: `"nope" not found`, requeue: true, event: issuance.ReasonIssuerNotFound},
+			reason: cmapi.CertificateRequestReasonPending, says: `"nope" not found`, requeue: true, event: issuers.ReasonIssuerNotFound},
 		{name: "SelfSigned needs the key: failed", issuer: "self", mutate: []func(*cmapi.CertificateRequest){approved},
-			reason: cmapi.CertificateRequestReasonFailed, says: "use a CA ClusterIssuer", failed: true, event: issuance.ReasonIssuerNotSupported},
+			reason: cmapi.CertificateRequestReasonFailed, says: "use a CA ClusterIssuer", failed: true, event: issuers.ReasonIssuerNotSupported},
 		{name: "ACME not served: failed", issuer: "acme", mutate: []func(*cmapi.CertificateRequest){approved},
-			reason: cmapi.CertificateRequestReasonFailed, says: "ACME", failed: true, event: issuance.ReasonIssuerNotSupported},
+			reason: cmapi.CertificateRequestReasonFailed, says: "ACME", failed: true, event: issuers.ReasonIssuerNotSupported},
 		{name: "kind Issuer: failed", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) { cr.Spec.IssuerRef.Kind = cmapi.IssuerKind }},
-			reason: cmapi.CertificateRequestReasonFailed, says: "kind ClusterIssuer", failed: true, event: issuance.ReasonIssuerNotSupported},
+			reason: cmapi.CertificateRequestReasonFailed, says: "kind ClusterIssuer", failed: true, event: issuers.ReasonIssuerNotSupported},
 		{name: "already failed: left", issuer: "ca", mutate: []func(*cmapi.CertificateRequest){approved, func(cr *cmapi.CertificateRequest) {
 			apiutil.SetCertificateRequestCondition(cr, cmapi.CertificateRequestConditionReady, cmmeta.ConditionFalse, cmapi.CertificateRequestReasonFailed, "earlier")
 		}}, reason: cmapi.CertificateRequestReasonFailed, says: "earlier"},

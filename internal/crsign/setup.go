@@ -28,8 +28,8 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 )
@@ -43,9 +43,9 @@ const (
 	DefaultMaxConcurrentReconciles = 4
 )
 
-// Resolver turns an issuerRef into a hub issuer (*issuance.Resolver).
+// Resolver turns an issuerRef into a hub issuer (*issuers.Resolver).
 type Resolver interface {
-	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuance.Issuer, error)
+	Resolve(ctx context.Context, ref cmmeta.IssuerReference, namespace string, downstream client.Reader) (issuers.Issuer, error)
 }
 
 // Policy decides on a certificate before it is signed (*policy.Engine).
@@ -97,7 +97,7 @@ type Options struct {
 	MaxConcurrentReconcilesPerCluster int
 	// MaxNames is how many names (SANs, subject attributes) one CSR may
 	// ask for; more is refused before the CSR is read further. Defaults
-	// to issuance.DefaultMaxNames.
+	// to issuers.DefaultMaxNames.
 	MaxNames int
 	// Registerer receives certhub_certificaterequests_total. Defaults to
 	// controller-runtime's registry.
@@ -125,7 +125,7 @@ func (o *Options) defaults() {
 		o.MaxConcurrentReconcilesPerCluster = (o.MaxConcurrentReconciles + 1) / 2
 	}
 	if o.MaxNames <= 0 {
-		o.MaxNames = issuance.DefaultMaxNames
+		o.MaxNames = issuers.DefaultMaxNames
 	}
 	if o.Registerer == nil {
 		o.Registerer = metrics.Registry

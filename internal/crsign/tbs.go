@@ -11,7 +11,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // MaxClockSkew is how far a request's notBefore may lie ahead of the
@@ -29,7 +29,7 @@ const MaxClockSkew = 5 * time.Minute
 // certificate per request, with nothing written before the signature:
 //
 //   - serial: HMAC-SHA256, under a key derived from the CA's private key
-//     (issuance.Sealer), of the cluster, the request's namespace, name and
+//     (issuers.Sealer), of the cluster, the request's namespace, name and
 //     UID, and its CSR; 159 bits, positive. Nobody without the CA key can
 //     predict or choose it, and two requests never share one (UIDs differ);
 //   - notBefore: the later of the request's creation (set by its API
@@ -44,7 +44,7 @@ const MaxClockSkew = 5 * time.Minute
 // fixTBS sets tmpl's serial and validity from the request, or reports how
 // long to wait until its notBefore is near enough. When the issuer cannot
 // derive a serial, tmpl is left as it is (signed with a random serial).
-func fixTBS(name multicluster.ClusterName, cr *cmapi.CertificateRequest, s issuance.Sealer, csrDER []byte, tmpl *x509.Certificate, now time.Time) (wait time.Duration) {
+func fixTBS(name multicluster.ClusterName, cr *cmapi.CertificateRequest, s issuers.Sealer, csrDER []byte, tmpl *x509.Certificate, now time.Time) (wait time.Duration) {
 	sum := sha256.Sum256(csrDER)
 	mac := s.Seal(fmt.Appendf(nil, "certhub.io/serial v1\x00%s\x00%s\x00%s\x00%s\x00%x", name, cr.Namespace, cr.Name, cr.UID, sum))
 	if len(mac) < 20 {

@@ -22,14 +22,14 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/crsign"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
 // replica is one reconcile of cr in cluster clusterName by a fresh
 // reconciler over c, the budget admitting everything.
-func replica(t *testing.T, c client.Client, resolver *issuance.Resolver, clusterName multicluster.ClusterName, cr *cmapi.CertificateRequest) (reconcile.Result, error) {
+func replica(t *testing.T, c client.Client, resolver *issuers.Resolver, clusterName multicluster.ClusterName, cr *cmapi.CertificateRequest) (reconcile.Result, error) {
 	t.Helper()
 	return reconcileOnce(t, fixture.NewFakeCluster(c), crsign.Options{Issuers: resolver, Policy: fakePolicy{}, Budget: fakeBudget{}}, clusterName, cr)
 }

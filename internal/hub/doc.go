@@ -7,7 +7,7 @@
 //	   which clusters this replica engages and writes) → manager
 //	   → migration (the write gate: mode, cert-manager still active)
 //	   → record (internal/issued: what the hub signed)
-//	   → acme and the issuers (internal/issuance) → policy → rotation
+//	   → acme and the issuers (internal/issuers) → policy → rotation
 //	   → revocation → certsync (Certificate → TLS Secret + status; the
 //	     issuance budget) → crsign (CertificateRequests) → shim → trust
 //	   → discovery → standby (DR pairs) → health

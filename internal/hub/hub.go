@@ -29,8 +29,8 @@ import (
 	"github.com/certhub/certhub/internal/budget"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -185,7 +185,7 @@ type Hub struct {
 	fence    fence.Fence
 	policies *policy.Engine
 	acme     *acme.Service
-	issuers  *issuance.Resolver
+	issuers  *issuers.Resolver
 	rotator  *rotation.Rotator
 	secrets  secretcache.Store // managed Secrets' data, shared by certsync, the rotation and the revocation
 	revoker  *revocation.Controller

@@ -16,8 +16,8 @@ import (
 	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -149,7 +149,7 @@ type Options struct {
 	// MaxNamesPerCertificate bounds the names (SANs, literalSubject or CSR
 	// subject attributes) one Certificate or CertificateRequest may ask
 	// for; more is refused before any other work. Defaults to
-	// issuance.DefaultMaxNames.
+	// issuers.DefaultMaxNames.
 	MaxNamesPerCertificate int
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
@@ -214,7 +214,7 @@ func NewOptions() *Options {
 		ReconcileTimeout:           certsync.DefaultReconcileTimeout,
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
-		MaxNamesPerCertificate:     issuance.DefaultMaxNames,
+		MaxNamesPerCertificate:     issuers.DefaultMaxNames,
 		IssuanceReserve:            budget.DefaultReserve,
 		RotationSoak:               5 * time.Minute,
 		RotationPause:              5 * time.Minute,

@@ -28,8 +28,8 @@ import (
 	"github.com/certhub/certhub/internal/drpair"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/issuance"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
@@ -213,7 +213,7 @@ func (h *Hub) setupACME() error {
 	if err != nil {
 		return fmt.Errorf("failed to set up ACME: %w", err)
 	}
-	h.issuers, err = issuance.New(issuance.Options{Client: h.mgr.GetLocalManager().GetClient(), Namespace: o.Namespace, ACME: h.acme.Issuer})
+	h.issuers, err = issuers.New(issuers.Options{Client: h.mgr.GetLocalManager().GetClient(), Namespace: o.Namespace, ACME: h.acme.Issuer})
 	return err
 }
 

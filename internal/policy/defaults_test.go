@@ -8,7 +8,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -123,7 +123,7 @@ func TestClusterNamesThatAreNotLabels(t *testing.T) {
 // lists its OID.
 func TestUnknownExtendedKeyUsages(t *testing.T) {
 	c := crt("a", "web", fixture.WithNames("web.example.com", "web.example.com"))
-	tmpl, err := issuance.Template(c)
+	tmpl, err := issuers.Template(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 // sign, which only a policy can allow (allow lets a SelfSigned issuer sign
 // one: Decision.SelfSignedOnly, decided with ForIssuer on the signer), and
 // an extended key usage cert-manager has no name for. What is judged is the x509 template that will be signed
-// (issuance.Template), read attribute by attribute and SAN by SAN, never the
+// (issuers.Template), read attribute by attribute and SAN by SAN, never the
 // Certificate's fields: a literalSubject's second CN is as visible as its first.
 //
 //	Certificate (cluster, labels, namespace, issuerRef) + template to sign

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/test/fixture"
 )
@@ -195,7 +195,7 @@ func TestSubCAsAreConstrainedByTheirPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := issuance.Template(subCA)
+	tmpl, err := issuers.Template(subCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestSubCAsAreConstrainedByTheirPolicy(t *testing.T) {
 		{"a URI, which the policy does not list", crt("a", "web", fixture.WithNames("", "web.dev.example.com"), fixture.WithSpec(func(s *cmapi.CertificateSpec) { s.URIs = []string{"spiffe://dev.example.com/x"} })), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lt, err := issuance.Template(tc.leaf)
+			lt, err := issuers.Template(tc.leaf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,7 +398,7 @@ func BenchmarkEvaluate60000Names(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := crt("a", "huge", fixture.WithNames("", names...))
-	tmpl, err := issuance.Template(c)
+	tmpl, err := issuers.Template(c)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // Request is one issuance to decide on: where it comes from (cluster,
@@ -29,7 +29,7 @@ type Request struct {
 	// Template has no public key yet.
 	Certificate *cmapi.Certificate
 	// Template is the certificate that will be signed, as the signer gets
-	// it (issuance.Template). Nil: Evaluate builds it from Certificate.
+	// it (issuers.Template). Nil: Evaluate builds it from Certificate.
 	// Every attribute, SAN, usage, basic constraint and the lifetime are
 	// read from here, never from the spec.
 	Template *x509.Certificate
@@ -68,7 +68,7 @@ func newFacts(r Request) *facts {
 	tmpl := r.Template
 	if tmpl == nil {
 		var err error
-		if tmpl, err = issuance.Template(r.Certificate); err != nil {
+		if tmpl, err = issuers.Template(r.Certificate); err != nil {
 			return &facts{unknown: fmt.Sprintf("the certificate cannot be built from the spec: %v", err)}
 		}
 	}

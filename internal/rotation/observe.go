@@ -20,7 +20,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/internal/trust"
 )
 
@@ -33,7 +33,7 @@ var stuckReasons = map[string]bool{
 	reasons.InvalidLifetime: true, reasons.InvalidPrivateKey: true, reasons.InvalidUsages: true,
 	reasons.InvalidKeystores: true, reasons.InvalidOutputFormats: true, reasons.InvalidSecretName: true,
 	reasons.InvalidIssuerRef: true, reasons.KeystorePasswordNotFound: true, reasons.IssuanceLoop: true,
-	issuance.ReasonIssuerNotSupported: true,
+	issuers.ReasonIssuerNotSupported: true,
 }
 
 // maxStuckNames bounds the names a report lists per cluster.

@@ -25,7 +25,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // StateLabel marks the state ConfigMaps (value "true"); trust watches them.
@@ -167,7 +167,7 @@ func (r *Rotator) state(issuer string) *State {
 // (bundle first: a cluster that was unreachable is rotated when it is
 // back and published), the current CA while an abort brings everything
 // back.
-func (r *Rotator) Override(ctx context.Context, name multicluster.ClusterName, ref cmmeta.IssuerReference) (issuance.Issuer, *x509.Certificate, bool, error) {
+func (r *Rotator) Override(ctx context.Context, name multicluster.ClusterName, ref cmmeta.IssuerReference) (issuers.Issuer, *x509.Certificate, bool, error) {
 	if ref.Kind != cmapi.ClusterIssuerKind || (ref.Group != "" && ref.Group != "cert-manager.io") {
 		return nil, nil, false, nil
 	}
@@ -186,7 +186,7 @@ func (r *Rotator) Override(ctx context.Context, name multicluster.ClusterName, r
 	case !s.signsWithNext(w) || !r.bundled(ref.Name, name):
 		return nil, nil, false, nil
 	}
-	iss, ca, err := issuance.LoadCA(ctx, "CA of ClusterIssuer "+ref.Name+" (rotation)", r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: secret})
+	iss, ca, err := issuers.LoadCA(ctx, "CA of ClusterIssuer "+ref.Name+" (rotation)", r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: secret})
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -385,7 +385,7 @@ func (r *Rotator) stepIssuer(ctx context.Context, iss *cmapi.ClusterIssuer, next
 	}
 	before := s.Data()
 	waveOf, waves := r.waves()
-	_, nextCA, err := issuance.LoadCA(ctx, "next CA of ClusterIssuer "+iss.Name, r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: next})
+	_, nextCA, err := issuers.LoadCA(ctx, "next CA of ClusterIssuer "+iss.Name, r.opts.Hub, client.ObjectKey{Namespace: r.opts.Namespace, Name: next})
 	if err != nil {
 		if withdrawn {
 			r.remove(ctx, iss.Name) // the next CA is gone too: nothing can be on it any more

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -32,7 +32,7 @@ func TestForgedOrderPendingGetsNothingSigned(t *testing.T) {
 	before := fixture.GetSecret(t, c, crt).ResourceVersion
 
 	apiutil.SetCertificateCondition(issued, issued.Generation, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue,
-		issuance.ReasonOrderPending, "ACME order certhub/web-0123456789abcdef in the hub is pending")
+		issuers.ReasonOrderPending, "ACME order certhub/web-0123456789abcdef in the hub is pending")
 	if err := c.Status().Update(ctx, issued); err != nil {
 		t.Fatal(err)
 	}

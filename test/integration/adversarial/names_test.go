@@ -12,13 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/apis/reasons"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 )
 
 // A Certificate asking for 60,000 names is refused with InvalidNames before
 // the hub does anything else with it (--max-names-per-certificate, default
-// issuance.DefaultMaxNames), and a neighbour in the same cluster is issued
+// issuers.DefaultMaxNames), and a neighbour in the same cluster is issued
 // meanwhile.
 func TestSixtyThousandNamesAreRefusedFast(t *testing.T) {
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func TestSixtyThousandNamesAreRefusedFast(t *testing.T) {
 	neighbourIssues(t, cp.Client, "sixty-thousand-neighbour", "web", "a 60,000-name Certificate")
 	crt := fixture.WaitFor(t, cp.Client, client.ObjectKeyFromObject(huge), "Ready=False/InvalidNames", fixture.NotReadyWith(reasons.InvalidNames))
 	msg := fixture.Condition(crt, cmapi.CertificateConditionReady).Message
-	if want := fmt.Sprintf("60000 names (SANs and literalSubject attributes) exceed the hub's limit of %d", issuance.DefaultMaxNames); !strings.Contains(msg, want) {
+	if want := fmt.Sprintf("60000 names (SANs and literalSubject attributes) exceed the hub's limit of %d", issuers.DefaultMaxNames); !strings.Contains(msg, want) {
 		t.Errorf("message %q; want %q", msg, want)
 	}
 	t.Logf("refused %s after it was created: %s", time.Since(start).Round(time.Millisecond), msg)

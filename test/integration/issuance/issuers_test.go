@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -80,7 +80,7 @@ func TestClusterIssuerAppearsLater(t *testing.T) {
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/IssuerNotFound", fixture.NotReadyWith(issuance.ReasonIssuerNotFound))
+	fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/IssuerNotFound", fixture.NotReadyWith(issuers.ReasonIssuerNotFound))
 	if _, err := bed.CreateCAIssuer(ctx, "late-ca"); err != nil {
 		t.Fatal(err)
 	}

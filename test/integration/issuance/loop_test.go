@@ -17,7 +17,7 @@ import (
 
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certsync"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -131,7 +131,7 @@ func TestExternalIssuerGroupIsTerminal(t *testing.T) {
 	if err := c.Create(ctx, crt); err != nil {
 		t.Fatal(err)
 	}
-	got := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+issuance.ReasonIssuerNotSupported, fixture.NotReadyWith(issuance.ReasonIssuerNotSupported))
+	got := fixture.WaitFor(t, c, client.ObjectKeyFromObject(crt), "Ready=False/"+issuers.ReasonIssuerNotSupported, fixture.NotReadyWith(issuers.ReasonIssuerNotSupported))
 	if msg := fixture.Condition(got, cmapi.CertificateConditionReady).Message; !strings.Contains(msg, `"awspca.cert-manager.io"`) {
 		t.Errorf("message %q does not name the group", msg)
 	}

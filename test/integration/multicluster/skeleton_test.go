@@ -17,7 +17,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
-	"github.com/certhub/certhub/internal/issuance"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // Every downstream cluster gets its Certificates issued by the hub, in more
@@ -129,7 +129,7 @@ func TestMissingIssuerIsReported(t *testing.T) {
 	}
 	waitFor(t, cp.Client, client.ObjectKeyFromObject(crt), "Ready=False/IssuerNotFound", func(c *cmapi.Certificate) bool {
 		rc := readyCondition(c)
-		return rc != nil && rc.Status == cmmeta.ConditionFalse && rc.Reason == issuance.ReasonIssuerNotFound
+		return rc != nil && rc.Status == cmmeta.ConditionFalse && rc.Reason == issuers.ReasonIssuerNotFound
 	})
 	err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "noissuer", Name: "orphan-tls"}, &corev1.Secret{})
 	if err == nil {

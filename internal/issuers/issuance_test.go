@@ -1,4 +1,4 @@
-package issuance
+package issuers
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package issuance signs certificates with the issuers that live in the hub.
+// Package issuers signs certificates with the issuers that live in the hub.
 //
 // A downstream Certificate names its issuer through spec.issuerRef. The hub
 // resolves that reference against objects in the hub cluster (ClusterIssuer)
@@ -22,4 +22,4 @@
 //     it generated and kept in the hub when issued.
 //
 // All x509 work is done by cert-manager's pkg/util/pki.
-package issuance
+package issuers

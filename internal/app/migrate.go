@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/certhub/certhub/internal/hub"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 type migrateOptions struct {
@@ -73,12 +73,12 @@ func runMigratePlan(ctx context.Context, w io.Writer, hubc client.Reader, o migr
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("unknown output %q: use table or json", o.output)
 	}
-	reports, err := migrate.ReadReports(ctx, hubc, o.namespace)
+	reports, err := writegate.ReadReports(ctx, hubc, o.namespace)
 	if err != nil {
 		return err
 	}
 	if o.cluster == "" {
-		var all []migrate.Report
+		var all []writegate.Report
 		for _, r := range reports {
 			r.Plan = nil // the summary: counts only
 			all = append(all, r)
@@ -108,7 +108,7 @@ func runMigratePlan(ctx context.Context, w io.Writer, hubc client.Reader, o migr
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "cluster %s: mode %s, writes %t, by %s\n", r.Cluster, modeOf(r), r.Writes, r.By)
 	if r.Conflict {
-		fmt.Fprintf(tw, "%s since %s: %s\n", migrate.ReasonClusterConflict, r.Since.UTC().Format(time.RFC3339), r.Message)
+		fmt.Fprintf(tw, "%s since %s: %s\n", writegate.ReasonClusterConflict, r.Since.UTC().Format(time.RFC3339), r.Message)
 	}
 	fmt.Fprintf(tw, "plan: %s\n\n", countsOf(r.Counts))
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tACTION\tFROM CERT-MANAGER\tREASON\tMESSAGE")
@@ -120,7 +120,7 @@ func runMigratePlan(ctx context.Context, w io.Writer, hubc client.Reader, o migr
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Namespace, v.Name, v.Action, from, dash(v.Reason), dash(v.Message))
 	}
 	if r.Truncated > 0 {
-		fmt.Fprintf(tw, "… %d more rows (reports keep %d; counts are complete)\n", r.Truncated, migrate.MaxPlanRows)
+		fmt.Fprintf(tw, "… %d more rows (reports keep %d; counts are complete)\n", r.Truncated, writegate.MaxPlanRows)
 	}
 	return tw.Flush()
 }
@@ -131,24 +131,24 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func modeOf(r migrate.Report) string {
+func modeOf(r writegate.Report) string {
 	if r.InvalidMode != "" {
 		return fmt.Sprintf("%s (label %q is no mode)", r.Mode, r.InvalidMode)
 	}
 	return string(r.Mode)
 }
 
-func conflictOf(r migrate.Report) string {
+func conflictOf(r writegate.Report) string {
 	if !r.Conflict {
 		return "-"
 	}
-	return migrate.ReasonClusterConflict
+	return writegate.ReasonClusterConflict
 }
 
 // countsOf is "Adopt=35 Reissue=15", in the actions' order.
-func countsOf(c map[migrate.Action]int) string {
+func countsOf(c map[writegate.Action]int) string {
 	var parts []string
-	for _, a := range []migrate.Action{migrate.ActionKeep, migrate.ActionAdopt, migrate.ActionReissue, migrate.ActionIssue, migrate.ActionRefuse} {
+	for _, a := range []writegate.Action{writegate.ActionKeep, writegate.ActionAdopt, writegate.ActionReissue, writegate.ActionIssue, writegate.ActionRefuse} {
 		if n := c[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", a, n))
 		}
@@ -168,8 +168,8 @@ func dash(s string) string {
 
 // clusterMode is the MODE column of `certhub status`: the Secret's label,
 // and the hub's report when it has one (conflict, an unknown value).
-func clusterMode(s *corev1.Secret, reports map[string]migrate.Report, cluster string) (mode, conflict string) {
-	m, valid := migrate.ModeOf(s.Labels)
+func clusterMode(s *corev1.Secret, reports map[string]writegate.Report, cluster string) (mode, conflict string) {
+	m, valid := writegate.ModeOf(s.Labels)
 	mode = string(m)
 	if !valid {
 		mode += "?"

@@ -18,18 +18,18 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // reportObject is the ConfigMap the gate publishes for r.
-func reportObject(t *testing.T, r migrate.Report) *corev1.ConfigMap {
+func reportObject(t *testing.T, r writegate.Report) *corev1.ConfigMap {
 	t.Helper()
 	raw, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: migrate.ReportName(r.Cluster),
-		Labels: map[string]string{hubapi.MigrationReportLabel: "true"}}, Data: map[string]string{migrate.ReportKey: string(raw)}}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: writegate.ReportName(r.Cluster),
+		Labels: map[string]string{hubapi.MigrationReportLabel: "true"}}, Data: map[string]string{writegate.ReportKey: string(raw)}}
 }
 
 func migrationHub(t *testing.T, objs ...client.Object) client.Client {
@@ -40,13 +40,13 @@ func migrationHub(t *testing.T, objs ...client.Object) client.Client {
 	}
 	since := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	objs = append(objs,
-		reportObject(t, migrate.Report{Cluster: "legacy", Mode: migrate.Observe, By: "replica-0",
-			Counts: map[migrate.Action]int{migrate.ActionAdopt: 1, migrate.ActionReissue: 1},
-			Plan: []migrate.Verdict{
-				{Namespace: "shop", Name: "web-00", Action: migrate.ActionAdopt, Adopting: true},
-				{Namespace: "shop", Name: "web-40", Action: migrate.ActionReissue, Adopting: true, Reason: "IncorrectIssuer", Message: "Issuing certificate as the Secret cert-manager wrote was signed by another CA"},
+		reportObject(t, writegate.Report{Cluster: "legacy", Mode: writegate.Observe, By: "replica-0",
+			Counts: map[writegate.Action]int{writegate.ActionAdopt: 1, writegate.ActionReissue: 1},
+			Plan: []writegate.Verdict{
+				{Namespace: "shop", Name: "web-00", Action: writegate.ActionAdopt, Adopting: true},
+				{Namespace: "shop", Name: "web-40", Action: writegate.ActionReissue, Adopting: true, Reason: "IncorrectIssuer", Message: "Issuing certificate as the Secret cert-manager wrote was signed by another CA"},
 			}}),
-		reportObject(t, migrate.Report{Cluster: "prod-1", Mode: migrate.Issue, Conflict: true, Since: &since, By: "replica-1",
+		reportObject(t, writegate.Report{Cluster: "prod-1", Mode: writegate.Issue, Conflict: true, Since: &since, By: "replica-1",
 			Message: `cert-manager's leader-election Lease kube-system/cert-manager-controller is held by "cm-7"`}),
 		// Not a report: ignored.
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "certhub", Name: "other", Labels: map[string]string{hubapi.MigrationReportLabel: "true"}}},

@@ -31,8 +31,8 @@ import (
 	"github.com/certhub/certhub/internal/crsign"
 	"github.com/certhub/certhub/internal/hub"
 	"github.com/certhub/certhub/internal/inventory"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/rotation"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // Cluster states shown by `certhub status`.
@@ -220,7 +220,7 @@ func statusRows(ctx context.Context, hubc client.Reader, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, err
 	}
-	reports, err := migrate.ReadReports(ctx, hubc, o.namespace)
+	reports, err := writegate.ReadReports(ctx, hubc, o.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +491,7 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 		r := rows[0]
 		fmt.Fprintf(tw, "cluster %s (%s), owner %s, mode %s, %s %s\n", r.Cluster, r.Server, r.Owner, r.Mode, r.State, r.Error)
 		if r.Conflict != "" {
-			fmt.Fprintf(tw, "%s: %s\n", migrate.ReasonClusterConflict, r.Conflict)
+			fmt.Fprintf(tw, "%s: %s\n", writegate.ReasonClusterConflict, r.Conflict)
 		}
 		for _, w := range r.Warnings {
 			fmt.Fprintf(tw, "warning: %s\n", w)
@@ -517,7 +517,7 @@ func printStatus(w io.Writer, rows []ClusterStatus, o statusOptions) error {
 	for _, r := range rows {
 		msg, mode := r.Error, r.Mode
 		if r.Conflict != "" {
-			mode += "/" + migrate.ReasonClusterConflict
+			mode += "/" + writegate.ReasonClusterConflict
 			msg = strings.TrimPrefix(msg+"; ", "; ") + r.Conflict
 		}
 		for _, w := range r.Warnings {

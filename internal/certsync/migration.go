@@ -16,15 +16,15 @@ import (
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // Migration says, per cluster, whether the hub writes there, and keeps
-// what it would do where it does not (the plan). *migrate.Gate implements it.
+// what it would do where it does not (the plan). *writegate.Gate implements it.
 type Migration interface {
 	// Mode is the cluster's mode (certhub.io/mode).
-	Mode(cluster multicluster.ClusterName) migrate.Mode
+	Mode(cluster multicluster.ClusterName) writegate.Mode
 	// Writes reports whether the hub may write in the cluster now (its
 	// mode, and cert-manager not active there).
 	Writes(cluster multicluster.ClusterName) bool
@@ -34,7 +34,7 @@ type Migration interface {
 	// written; other namespaces are not affected.
 	HoldsStatus(cluster multicluster.ClusterName, namespace string) string
 	// Plan records what the hub would do with one Certificate.
-	Plan(cluster multicluster.ClusterName, v migrate.Verdict)
+	Plan(cluster multicluster.ClusterName, v writegate.Verdict)
 	// Forget removes a Certificate from the plan.
 	Forget(cluster multicluster.ClusterName, namespace, name string)
 	// Subscribe calls fn with each cluster whose Mode or Writes changed.
@@ -42,11 +42,11 @@ type Migration interface {
 }
 
 // plan records t's verdict when the hub only observes t's cluster.
-func (r *reconciler) plan(t *target, action migrate.Action, reason, message string) {
+func (r *reconciler) plan(t *target, action writegate.Action, reason, message string) {
 	if r.opts.Migration == nil {
 		return
 	}
-	r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: t.crt.Namespace, Name: t.crt.Name, Action: action,
+	r.opts.Migration.Plan(t.name, writegate.Verdict{Namespace: t.crt.Namespace, Name: t.crt.Name, Action: action,
 		Adopting: t.adopting, Reason: reason, Message: message})
 }
 
@@ -57,7 +57,7 @@ func migrationSource(m Migration, get func(context.Context, multicluster.Cluster
 	if m != nil {
 		subscribe = m.Subscribe
 	}
-	return migrate.RequeueSource(subscribe, get, func() client.ObjectList {
+	return writegate.RequeueSource(subscribe, get, func() client.ObjectList {
 		list := certspec.NewList()
 		return list
 	}, nil, log)
@@ -66,9 +66,9 @@ func migrationSource(m Migration, get func(context.Context, multicluster.Cluster
 // planKeep records, in a cluster the hub does not write in, that the
 // Secret's certificate stays (taken over from cert-manager when adopting).
 func (r *reconciler) planKeep(_ context.Context, t *target, decision policy.Decision, d decision, now time.Time) (reconcile.Result, error) {
-	action, reason, message := migrate.ActionKeep, reasons.Ready, "Certificate is up to date and has not expired"
+	action, reason, message := writegate.ActionKeep, reasons.Ready, "Certificate is up to date and has not expired"
 	if t.adopting {
-		action, message = migrate.ActionAdopt, "The Secret cert-manager wrote for this Certificate matches the spec and comes from the same issuer: taken over without a new certificate"
+		action, message = writegate.ActionAdopt, "The Secret cert-manager wrote for this Certificate matches the spec and comes from the same issuer: taken over without a new certificate"
 	}
 	switch {
 	case d.state != nil && d.state.cert != nil && !now.Before(d.state.cert.NotAfter):
@@ -89,15 +89,15 @@ func (r *reconciler) planIssue(ctx context.Context, t *target, d decision) (reco
 		if !errors.As(err, &ie) {
 			return reconcile.Result{}, err
 		}
-		r.plan(t, migrate.ActionRefuse, ie.Reason, ie.Message)
+		r.plan(t, writegate.ActionRefuse, ie.Reason, ie.Message)
 		return reconcile.Result{RequeueAfter: r.opts.IssuerRetryInterval}, nil
 	}
 	if pd := t.decision.ForIssuer(issuers.SelfSigned(iss)); !pd.Allowed {
 		return reconcile.Result{}, r.setNotReady(ctx, t, reasons.PolicyDenied, "Denied by issuance policy: "+pd.Message)
 	}
-	action := migrate.ActionReissue
+	action := writegate.ActionReissue
 	if d.state == nil || d.state.cert == nil {
-		action = migrate.ActionIssue
+		action = writegate.ActionIssue
 	}
 	r.plan(t, action, d.reason, d.message)
 	return reconcile.Result{}, nil

@@ -24,31 +24,31 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // fakeMigration is a cluster's mode and Writes answer, recording the plan.
 type fakeMigration struct {
-	mode   migrate.Mode
+	mode   writegate.Mode
 	writes bool
 	// held: namespaces whose status writes are held back, with why.
 	held map[string]string
 
 	mu   sync.Mutex
-	plan map[string]migrate.Verdict
+	plan map[string]writegate.Verdict
 }
 
-func (f *fakeMigration) Mode(multicluster.ClusterName) migrate.Mode { return f.mode }
-func (f *fakeMigration) Writes(multicluster.ClusterName) bool       { return f.writes }
+func (f *fakeMigration) Mode(multicluster.ClusterName) writegate.Mode { return f.mode }
+func (f *fakeMigration) Writes(multicluster.ClusterName) bool         { return f.writes }
 func (f *fakeMigration) HoldsStatus(_ multicluster.ClusterName, ns string) string {
 	return f.held[ns]
 }
-func (f *fakeMigration) Plan(_ multicluster.ClusterName, v migrate.Verdict) {
+func (f *fakeMigration) Plan(_ multicluster.ClusterName, v writegate.Verdict) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.plan == nil {
-		f.plan = map[string]migrate.Verdict{}
+		f.plan = map[string]writegate.Verdict{}
 	}
 	f.plan[v.Namespace+"/"+v.Name] = v
 }
@@ -121,10 +121,10 @@ func request(t *testing.T, crt *cmapi.Certificate, rev int, key crypto.Signer) *
 func TestTakeOverFromCertManager(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		sameName  bool           // cert-manager's issuer had the hub issuer's name
-		sameCA    bool           // and its CA (the hub's issuer vouches)
-		migration *fakeMigration // nil: no migration gate (issue)
-		action    migrate.Action // planned, when observed
+		sameName  bool             // cert-manager's issuer had the hub issuer's name
+		sameCA    bool             // and its CA (the hub's issuer vouches)
+		migration *fakeMigration   // nil: no migration gate (issue)
+		action    writegate.Action // planned, when observed
 		kept      bool
 		reissued  bool
 	}{
@@ -132,10 +132,10 @@ func TestTakeOverFromCertManager(t *testing.T) {
 		{name: "another CA: re-issued", reissued: true},
 		{name: "same name, same CA: kept", sameName: true, sameCA: true, kept: true},
 		{name: "same name, another CA: re-issued", sameName: true, reissued: true},
-		{name: "observed, same CA: Adopt planned, nothing written", sameCA: true, migration: &fakeMigration{mode: migrate.Observe}, action: migrate.ActionAdopt},
-		{name: "observed, another CA: Reissue planned, nothing written", migration: &fakeMigration{mode: migrate.Observe}, action: migrate.ActionReissue},
-		{name: "issue, cert-manager active: nothing written", sameCA: true, migration: &fakeMigration{mode: migrate.Issue}, action: migrate.ActionAdopt},
-		{name: "off: nothing decided", sameCA: true, migration: &fakeMigration{mode: migrate.Off}},
+		{name: "observed, same CA: Adopt planned, nothing written", sameCA: true, migration: &fakeMigration{mode: writegate.Observe}, action: writegate.ActionAdopt},
+		{name: "observed, another CA: Reissue planned, nothing written", migration: &fakeMigration{mode: writegate.Observe}, action: writegate.ActionReissue},
+		{name: "issue, cert-manager active: nothing written", sameCA: true, migration: &fakeMigration{mode: writegate.Issue}, action: writegate.ActionAdopt},
+		{name: "off: nothing decided", sameCA: true, migration: &fakeMigration{mode: writegate.Off}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			crt := testCertificate()
@@ -304,7 +304,7 @@ func TestHeldNamespaceGetsNoStatusWrite(t *testing.T) {
 	held, neighbour := testCertificate(), testCertificate()
 	held.Namespace, neighbour.Namespace = "tenant", "shop"
 	h := newReconcilerHarness(t, nil, held, neighbour)
-	h.r.opts.Migration = &fakeMigration{mode: migrate.Issue, writes: true, held: map[string]string{"tenant": "Certificate tenant/x was written by a field manager named like cert-manager's"}}
+	h.r.opts.Migration = &fakeMigration{mode: writegate.Issue, writes: true, held: map[string]string{"tenant": "Certificate tenant/x was written by a field manager named like cert-manager's"}}
 	for _, ns := range []string{"tenant", "shop"} {
 		if _, err := h.r.Reconcile(context.Background(), mcreconcile.Request{ClusterName: "east", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "web"}}}); err != nil {
 			t.Fatalf("%s: %v", ns, err)

@@ -26,9 +26,9 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/secretcache"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 type reconciler struct {
@@ -233,7 +233,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 		return nil, reconcile.Result{}, nil // the owner reconciles it
 	}
 	if m := r.opts.Migration; m != nil {
-		if mode := m.Mode(req.ClusterName); mode == migrate.Off || mode == migrate.External {
+		if mode := m.Mode(req.ClusterName); mode == writegate.Off || mode == writegate.External {
 			// Left alone; in external mode cert-manager runs the
 			// Certificates and the hub signs their requests (crsign).
 			m.Forget(req.ClusterName, req.Namespace, req.Name)

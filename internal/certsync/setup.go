@@ -34,10 +34,10 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/policyfeed"
 	"github.com/certhub/certhub/internal/secretcache"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // Defaults for Options.
@@ -225,7 +225,7 @@ type Options struct {
 	// Migration, when set, says per cluster whether the hub writes there
 	// (certhub.io/mode, cert-manager still active); where it does not, every
 	// Certificate is decided and nothing is written: the decision goes to
-	// the plan (internal/migrate). Nil: the hub writes everywhere it owns.
+	// the plan (internal/writegate). Nil: the hub writes everywhere it owns.
 	Migration Migration
 	// LoopWindow defaults to DefaultLoopWindow.
 	LoopWindow time.Duration
@@ -366,10 +366,10 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if m := opts.Migration; m != nil {
 		opts.Secrets.SetReadable(func(name multicluster.ClusterName) bool {
 			mode := m.Mode(name)
-			return mode != migrate.Off && mode != migrate.External
+			return mode != writegate.Off && mode != writegate.External
 		})
 		m.Subscribe(func(name multicluster.ClusterName) {
-			if mode := m.Mode(name); mode == migrate.Off || mode == migrate.External {
+			if mode := m.Mode(name); mode == writegate.Off || mode == writegate.External {
 				opts.Secrets.Drop(name) // keys stay downstream: none is kept here either
 			}
 		})

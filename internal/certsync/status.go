@@ -22,7 +22,7 @@ import (
 
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // waitForBudget holds an issuance back until the budget admits it, saying
@@ -67,7 +67,7 @@ func (r *reconciler) refuseUndecodable(ctx context.Context, t *target, u *unstru
 	msg := "Invalid Certificate spec: " + se.Error()
 	if t.dry {
 		if r.opts.Migration != nil {
-			r.opts.Migration.Plan(t.name, migrate.Verdict{Namespace: u.GetNamespace(), Name: u.GetName(), Action: migrate.ActionRefuse, Reason: se.Reason, Message: msg})
+			r.opts.Migration.Plan(t.name, writegate.Verdict{Namespace: u.GetNamespace(), Name: u.GetName(), Action: writegate.ActionRefuse, Reason: se.Reason, Message: msg})
 		}
 		return nil
 	}
@@ -151,7 +151,7 @@ func (r *reconciler) setReady(ctx context.Context, t *target, cert *x509.Certifi
 // Warning Event when that is news.
 func (r *reconciler) setNotReady(ctx context.Context, t *target, reason, message string) error {
 	if t.dry {
-		r.plan(t, migrate.ActionRefuse, reason, message)
+		r.plan(t, writegate.ActionRefuse, reason, message)
 		return nil
 	}
 	prev := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady)

@@ -30,8 +30,8 @@ import (
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // Defaults for Options.
@@ -64,7 +64,7 @@ type Record interface {
 }
 
 // Modes tells when a cluster's requests may be signed again (its mode
-// changed): *migrate.Gate.
+// changed): *writegate.Gate.
 type Modes interface {
 	Subscribe(fn func(multicluster.ClusterName))
 }
@@ -216,7 +216,7 @@ func modeSource(m Modes, get func(context.Context, multicluster.ClusterName) (cl
 	if m != nil {
 		subscribe = m.Subscribe
 	}
-	return migrate.RequeueSource(subscribe, get, func() client.ObjectList { return &cmapi.CertificateRequestList{} }, func(o client.Object) bool {
+	return writegate.RequeueSource(subscribe, get, func() client.ObjectList { return &cmapi.CertificateRequestList{} }, func(o client.Object) bool {
 		cr, ok := o.(*cmapi.CertificateRequest)
 		return ok && ForHub(cr)
 	}, log)

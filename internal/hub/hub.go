@@ -31,12 +31,12 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/secretcache"
 	"github.com/certhub/certhub/internal/shard"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // NewScheme returns the types certhub reads and writes, in the hub and downstream.
@@ -194,7 +194,7 @@ type Hub struct {
 	record *issued.Record
 	// gate says per cluster whether the hub writes there (mode, cert-manager
 	// still active); it is also the fence of trust and shim.
-	gate *migrate.Gate
+	gate *writegate.Gate
 	// budget is the hub's --issuance-rate, shared by Certificates and
 	// CertificateRequests (nil: no limit).
 	budget *budget.Budget

@@ -18,12 +18,12 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/shard"
 	"github.com/certhub/certhub/internal/shim"
 	"github.com/certhub/certhub/internal/trust"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // Defaults for Options.
@@ -129,7 +129,7 @@ type Options struct {
 	// CA rotation (internal/rotation).
 	RotationSoak, RotationPause, RotationDeadline, RotationGrace time.Duration
 	// CertManagerCheckInterval is how often each cluster is looked at for
-	// a running cert-manager (internal/migrate); CertManagerLeaseNamespace
+	// a running cert-manager (internal/writegate); CertManagerLeaseNamespace
 	// holds its leader-election Lease.
 	CertManagerCheckInterval  time.Duration
 	CertManagerLeaseNamespace string
@@ -220,8 +220,8 @@ func NewOptions() *Options {
 		RotationPause:              5 * time.Minute,
 		RotationDeadline:           30 * time.Minute,
 		RotationGrace:              10 * time.Minute,
-		CertManagerCheckInterval:   migrate.DefaultInterval,
-		CertManagerLeaseNamespace:  migrate.DefaultLeaseNamespace,
+		CertManagerCheckInterval:   writegate.DefaultInterval,
+		CertManagerLeaseNamespace:  writegate.DefaultLeaseNamespace,
 		IngressShim:                true,
 		TrustBundles:               true,
 		Discovery:                  true,

@@ -30,12 +30,12 @@ import (
 	"github.com/certhub/certhub/internal/inventory"
 	"github.com/certhub/certhub/internal/issued"
 	"github.com/certhub/certhub/internal/issuers"
-	"github.com/certhub/certhub/internal/migrate"
 	"github.com/certhub/certhub/internal/policy"
 	"github.com/certhub/certhub/internal/revocation"
 	"github.com/certhub/certhub/internal/rotation"
 	"github.com/certhub/certhub/internal/shim"
 	"github.com/certhub/certhub/internal/trust"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // New calls setupInventory (with the coordinator and the policy engine),
@@ -85,12 +85,12 @@ func (h *Hub) writeFence() fence.Fence {
 
 // setupMigration sets up the gate that decides, per cluster, whether the
 // hub writes there: its mode (certhub.io/mode) and whether cert-manager is
-// still active there (internal/migrate).
+// still active there (internal/writegate).
 func (h *Hub) setupMigration() error {
 	o := h.opts
 	local := h.mgr.GetLocalManager()
 	var err error
-	h.gate, err = migrate.New(migrate.Options{Fence: h.fence, Identity: o.Identity, Labels: h.provider.ClusterLabels,
+	h.gate, err = writegate.New(writegate.Options{Fence: h.fence, Identity: o.Identity, Labels: h.provider.ClusterLabels,
 		Clusters: h.provider.ClusterNames, GetCluster: h.mgr.GetCluster, Secret: h.provider.SecretOf,
 		Hub: local.GetClient(), Namespace: o.Namespace, Recorder: local.GetEventRecorder("certhub"),
 		Interval: o.CertManagerCheckInterval, LeaseNamespace: o.CertManagerLeaseNamespace, Registerer: crmetrics.Registry})
@@ -357,8 +357,8 @@ func (h *Hub) setupDiscovery() error {
 	o := h.opts
 	d, err := discovery.New(discovery.Options{Namespace: o.Namespace, Hub: h.mgr.GetLocalManager().GetClient(), Fence: h.fence,
 		Namespaces: h.provider.Namespaces, MayRead: func(name multicluster.ClusterName) bool {
-			mode, _ := migrate.ModeOf(h.provider.ClusterLabels(name))
-			return mode != migrate.External // keys stay in the cluster: not even discovery reads them
+			mode, _ := writegate.ModeOf(h.provider.ClusterLabels(name))
+			return mode != writegate.External // keys stay in the cluster: not even discovery reads them
 		}, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("discovery")})
 	if err != nil {

@@ -57,7 +57,7 @@ func DownstreamRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		// cert-manager's leader-election Lease: is it still running here (internal/migrate)?
+		// cert-manager's leader-election Lease: is it still running here (internal/writegate)?
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get"}, ResourceNames: []string{"cert-manager-controller"}},
 	}
 }

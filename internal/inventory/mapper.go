@@ -43,7 +43,7 @@ func leanMapper(cfg *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
 // resource and scope are the same in every cluster it can serve: core/v1
 // Secrets, ConfigMaps, Namespaces and Events, events.k8s.io/v1 Events,
 // networking.k8s.io/v1 Ingresses, coordination.k8s.io/v1 Leases (cert-manager's
-// leader election, internal/migrate), and cert-manager.io/v1 Certificates
+// leader election, internal/writegate), and cert-manager.io/v1 Certificates
 // (the connection probe has listed them). Asking a cluster's discovery for one
 // loads its whole group version (all of core/v1: ~50 KiB per cluster,
 // P6'). Gateway API kinds are not here: whether a cluster serves them is

@@ -19,7 +19,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 const (
@@ -141,7 +141,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 			For(k.object(), engage...).
 			// A shim Certificate edited or deleted by someone: its owner is synced again.
 			Watches(certificateObject(), mchandler.TypedEnqueueRequestsFromMapFunc[client.Object, mcreconcile.Request](ownedBy(k.kind)), watchEngage...).
-			WatchesRawSource(migrate.RequeueSource(opts.Changes, mgr.GetCluster, k.list, nil, log)). // skipped while the gate said no
+			WatchesRawSource(writegate.RequeueSource(opts.Changes, mgr.GetCluster, k.list, nil, log)). // skipped while the gate said no
 			WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 			WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 				if req == nil {

@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/bench/internal/benchutil"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/cmrunner"
@@ -150,13 +150,13 @@ func run(clusters, per int, out string) error {
 	// Observe: every cluster's plan says Adopt for every Certificate.
 	said := time.Now()
 	if err := poll(ctx, "every plan", func() (bool, error) {
-		reports, err := migrate.ReadReports(ctx, bed.Hub.Client, bed.HubNamespace())
+		reports, err := writegate.ReadReports(ctx, bed.Hub.Client, bed.HubNamespace())
 		if err != nil {
 			return false, err
 		}
 		done := true
 		for _, c := range fleet {
-			done = done && reports[c.cp.Name].Counts[migrate.ActionAdopt] == per
+			done = done && reports[c.cp.Name].Counts[writegate.ActionAdopt] == per
 		}
 		if !done && time.Since(said) > 15*time.Second {
 			said = time.Now()

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -72,7 +72,7 @@ func TestTenantWritingAsCertManagerStopsNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
-		if e.Reason == migrate.ReasonClusterConflict {
+		if e.Reason == writegate.ReasonClusterConflict {
 			t.Errorf("ClusterConflict raised on %s: %s", e.Regarding.Name, e.Note)
 		}
 	}

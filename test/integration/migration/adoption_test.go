@@ -13,7 +13,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -66,7 +66,7 @@ func TestDeniedNamesAreNeverAdopted(t *testing.T) {
 	if _, err := bed.RegisterThrough(ctx, cp, cluster, proxy, map[string]string{hubapi.ModeLabel: hubapi.ModeIssue}); err != nil {
 		t.Fatal(err)
 	}
-	waitReport(t, cluster, "ClusterConflict", func(r migrate.Report) bool { return r.Conflict })
+	waitReport(t, cluster, "ClusterConflict", func(r writegate.Report) bool { return r.Conflict })
 	start := time.Now()
 	cm.stop() // the hub takes every Certificate over, each on its own
 	waitTakenOver(t, cp, []*cmapi.Certificate{neighbour})

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/cmrunner"
 	"github.com/certhub/certhub/test/fixture/testbed"
@@ -155,11 +155,11 @@ func setMode(t *testing.T, secret *corev1.Secret, mode string) {
 }
 
 // waitReport polls the cluster's migration report until cond holds.
-func waitReport(t *testing.T, cluster, what string, cond func(migrate.Report) bool) migrate.Report {
+func waitReport(t *testing.T, cluster, what string, cond func(writegate.Report) bool) writegate.Report {
 	t.Helper()
-	var last migrate.Report
+	var last writegate.Report
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
-		reports, err := migrate.ReadReports(ctx, bed.Hub.Client, bed.HubNamespace())
+		reports, err := writegate.ReadReports(ctx, bed.Hub.Client, bed.HubNamespace())
 		if err != nil {
 			return false, nil
 		}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -71,16 +71,16 @@ func TestMigrateFromCertManagerAndBack(t *testing.T) {
 	}
 
 	// 2. Observe: the plan, no write.
-	r := waitReport(t, cluster, "a plan of every Certificate", func(r migrate.Report) bool {
-		return r.Counts[migrate.ActionAdopt] == sameCA && r.Counts[migrate.ActionReissue] == certificates-sameCA
+	r := waitReport(t, cluster, "a plan of every Certificate", func(r writegate.Report) bool {
+		return r.Counts[writegate.ActionAdopt] == sameCA && r.Counts[writegate.ActionReissue] == certificates-sameCA
 	})
-	if r.Mode != migrate.Observe || r.Writes || len(r.Plan) != certificates {
+	if r.Mode != writegate.Observe || r.Writes || len(r.Plan) != certificates {
 		t.Errorf("report: mode %s, writes %t, %d rows; want observe, no writes, %d rows", r.Mode, r.Writes, len(r.Plan), certificates)
 	}
 	for _, v := range r.Plan {
-		want := migrate.ActionAdopt
+		want := writegate.ActionAdopt
 		if v.Name >= crts[sameCA].Name {
-			want = migrate.ActionReissue
+			want = writegate.ActionReissue
 		}
 		if v.Action != want || !v.Adopting {
 			t.Errorf("plan row %s/%s: %s (adopting %t, %s: %s); want %s, adopting", v.Namespace, v.Name, v.Action, v.Adopting, v.Reason, v.Message, want)
@@ -92,9 +92,9 @@ func TestMigrateFromCertManagerAndBack(t *testing.T) {
 
 	// 3. Issue while cert-manager runs: ClusterConflict, nothing written.
 	setMode(t, reg, hubapi.ModeIssue)
-	r = waitReport(t, cluster, "ClusterConflict", func(r migrate.Report) bool { return r.Mode == migrate.Issue && r.Conflict })
+	r = waitReport(t, cluster, "ClusterConflict", func(r writegate.Report) bool { return r.Mode == writegate.Issue && r.Conflict })
 	t.Logf("conflict: %s", r.Message)
-	fixture.WaitEvent(t, bed.Hub.Client, reg.Namespace, reg.Name, migrate.ReasonClusterConflict, "cert-manager")
+	fixture.WaitEvent(t, bed.Hub.Client, reg.Namespace, reg.Name, writegate.ReasonClusterConflict, "cert-manager")
 	if w := proxy.Writes(); len(w) > 0 {
 		t.Fatalf("issue mode wrote %d times while cert-manager runs:\n%s", len(w), writesOf(w))
 	}
@@ -128,7 +128,7 @@ func TestMigrateFromCertManagerAndBack(t *testing.T) {
 
 	// 5. Back to cert-manager: off, then cert-manager again.
 	setMode(t, reg, hubapi.ModeOff)
-	waitReport(t, cluster, "mode off", func(r migrate.Report) bool { return r.Mode == migrate.Off && !r.Writes })
+	waitReport(t, cluster, "mode off", func(r writegate.Report) bool { return r.Mode == writegate.Off && !r.Writes })
 	proxy.Reset()
 	handed := serials(t, cp, crts)
 	reqs := requests(t, cp)

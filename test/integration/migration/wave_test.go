@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
 
@@ -56,8 +56,8 @@ func TestMigrateInWaves(t *testing.T) {
 		fleet[i] = c
 	}
 	for _, c := range fleet {
-		waitReport(t, c.name, "Adopt for every Certificate", func(r migrate.Report) bool {
-			return r.Mode == migrate.Observe && r.Counts[migrate.ActionAdopt] == perWaveCluster
+		waitReport(t, c.name, "Adopt for every Certificate", func(r writegate.Report) bool {
+			return r.Mode == writegate.Observe && r.Counts[writegate.ActionAdopt] == perWaveCluster
 		})
 	}
 

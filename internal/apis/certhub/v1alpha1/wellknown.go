@@ -19,7 +19,7 @@ const (
 	IssuanceWeightLabel = KeyPrefix + "issuance-weight"
 	// WaveLabel orders the clusters into CA rotation waves (numeric).
 	WaveLabel = KeyPrefix + "wave"
-	// ModeLabel is what the hub does in the cluster (internal/migrate):
+	// ModeLabel is what the hub does in the cluster (internal/writegate):
 	// ModeIssue (the default, also when absent), ModeObserve (decide and
 	// report, write nothing), ModeOff (leave the cluster alone, keep it in
 	// the inventory), ModeForceIssue (issue although cert-manager looks

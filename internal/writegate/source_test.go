@@ -1,4 +1,4 @@
-package migrate_test
+package writegate_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 )
 
 // failingCache fails every List with err.
@@ -53,7 +53,7 @@ func TestRequeueSourceOnAKindTheClusterLacks(t *testing.T) {
 			var logs []string
 			log := funcr.New(func(_, args string) { logs = append(logs, args) }, funcr.Options{})
 			var changed func(multicluster.ClusterName)
-			src := migrate.RequeueSource(func(f func(multicluster.ClusterName)) { changed = f },
+			src := writegate.RequeueSource(func(f func(multicluster.ClusterName)) { changed = f },
 				func(context.Context, multicluster.ClusterName) (cluster.Cluster, error) {
 					return cacheCluster{c: failingCache{err: tc.err}}, nil
 				}, func() client.ObjectList { return &corev1.ConfigMapList{} }, nil, log)

@@ -1,4 +1,4 @@
-package migrate_test
+package writegate_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
@@ -26,23 +26,23 @@ var now = time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 func TestModeOf(t *testing.T) {
 	for _, tc := range []struct {
 		labels map[string]string
-		mode   migrate.Mode
+		mode   writegate.Mode
 		valid  bool
 		writes bool
 	}{
-		{labels: nil, mode: migrate.Issue, valid: true, writes: true},
-		{labels: map[string]string{"certhub.io/mode": ""}, mode: migrate.Issue, valid: true, writes: true},
-		{labels: map[string]string{"certhub.io/mode": "issue"}, mode: migrate.Issue, valid: true, writes: true},
-		{labels: map[string]string{"certhub.io/mode": "observe"}, mode: migrate.Observe, valid: true},
-		{labels: map[string]string{"certhub.io/mode": "off"}, mode: migrate.Off, valid: true},
-		{labels: map[string]string{"certhub.io/mode": "force-issue"}, mode: migrate.ForceIssue, valid: true, writes: true},
-		{labels: map[string]string{"certhub.io/mode": "external"}, mode: migrate.External, valid: true},
+		{labels: nil, mode: writegate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": ""}, mode: writegate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "issue"}, mode: writegate.Issue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "observe"}, mode: writegate.Observe, valid: true},
+		{labels: map[string]string{"certhub.io/mode": "off"}, mode: writegate.Off, valid: true},
+		{labels: map[string]string{"certhub.io/mode": "force-issue"}, mode: writegate.ForceIssue, valid: true, writes: true},
+		{labels: map[string]string{"certhub.io/mode": "external"}, mode: writegate.External, valid: true},
 		// A typo never writes.
-		{labels: map[string]string{"certhub.io/mode": "isue"}, mode: migrate.Observe},
-		{labels: map[string]string{"certhub.io/mode": "Issue"}, mode: migrate.Observe},
+		{labels: map[string]string{"certhub.io/mode": "isue"}, mode: writegate.Observe},
+		{labels: map[string]string{"certhub.io/mode": "Issue"}, mode: writegate.Observe},
 	} {
-		m, valid := migrate.ModeOf(tc.labels)
-		if signs := tc.writes || tc.mode == migrate.External; m.Signs() != signs {
+		m, valid := writegate.ModeOf(tc.labels)
+		if signs := tc.writes || tc.mode == writegate.External; m.Signs() != signs {
 			t.Errorf("ModeOf(%v).Signs() = %t; want %t", tc.labels, m.Signs(), signs)
 		}
 		if m != tc.mode || valid != tc.valid || m.Writes() != tc.writes {
@@ -73,7 +73,7 @@ func TestLeaseHeld(t *testing.T) {
 		}(), held: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			held, msg := migrate.LeaseHeld(tc.lease, now)
+			held, msg := writegate.LeaseHeld(tc.lease, now)
 			if held != tc.held {
 				t.Fatalf("held = %t (%q); want %t", held, msg, tc.held)
 			}
@@ -102,7 +102,7 @@ func TestCertManagerWrite(t *testing.T) {
 		"an old and a new cert-manager": {fields: []metav1.ManagedFieldsEntry{entry("cert-manager-x", since.Add(-time.Hour)), entry("cert-manager-y", now)}, manager: "cert-manager-y"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m, _, ok := migrate.CertManagerWrite(tc.fields, since)
+			m, _, ok := writegate.CertManagerWrite(tc.fields, since)
 			if ok != (tc.manager != "") || m != tc.manager {
 				t.Errorf("= %q, %t; want %q", m, ok, tc.manager)
 			}
@@ -177,7 +177,7 @@ func TestLook(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(testbed.Scheme()).WithObjects(tc.objs...).WithInterceptorFuncs(forbid(tc.forbid...)).WithReturnManagedFields().Build()
-			a, err := migrate.Look(context.Background(), c, migrate.DefaultLeaseNamespace, since, now)
+			a, err := writegate.Look(context.Background(), c, writegate.DefaultLeaseNamespace, since, now)
 			if err != nil {
 				t.Fatal(err)
 			}

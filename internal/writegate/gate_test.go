@@ -1,4 +1,4 @@
-package migrate_test
+package writegate_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/fence"
-	"github.com/certhub/certhub/internal/migrate"
+	"github.com/certhub/certhub/internal/writegate"
 	"github.com/certhub/certhub/test/fixture"
 	"github.com/certhub/certhub/test/fixture/testbed"
 )
@@ -32,7 +32,7 @@ const hubNamespace = "certhub"
 // bed is one gate over one downstream cluster "c1" (a fake client), its
 // Argo CD Secret's labels, and the hub (another fake client).
 type bed struct {
-	gate     *migrate.Gate
+	gate     *writegate.Gate
 	clock    *clocktesting.FakeClock
 	down     client.Client
 	hub      client.Client
@@ -58,7 +58,7 @@ func newBed(t *testing.T, labels map[string]string, downstream ...client.Object)
 		labels:   labels,
 		owned:    true,
 	}
-	g, err := migrate.New(migrate.WithClock(migrate.Options{
+	g, err := writegate.New(writegate.WithClock(writegate.Options{
 		Fence:  b,
 		Labels: func(multicluster.ClusterName) map[string]string { b.mu.Lock(); defer b.mu.Unlock(); return b.labels },
 		Clusters: func() []multicluster.ClusterName {
@@ -112,9 +112,9 @@ func (b *bed) notifications() int {
 	return len(b.notified)
 }
 
-func (b *bed) report(t *testing.T) (migrate.Report, bool) {
+func (b *bed) report(t *testing.T) (writegate.Report, bool) {
 	t.Helper()
-	rs, err := migrate.ReadReports(context.Background(), b.hub, hubNamespace)
+	rs, err := writegate.ReadReports(context.Background(), b.hub, hubNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,14 +162,14 @@ func TestGateWrites(t *testing.T) {
 			if ok && (r.Conflict != tc.conflict || r.Writes != tc.after || r.By != "replica-0") {
 				t.Errorf("report: conflict %t, writes %t, by %q; want conflict %t, writes %t, by replica-0", r.Conflict, r.Writes, r.By, tc.conflict, tc.after)
 			}
-			if tc.mode == "isue" && (r.Mode != migrate.Observe || r.InvalidMode != "isue") {
+			if tc.mode == "isue" && (r.Mode != writegate.Observe || r.InvalidMode != "isue") {
 				t.Errorf("report of a typo: mode %s, invalid %q; want observe, invalid \"isue\"", r.Mode, r.InvalidMode)
 			}
 			if got := len(b.recorder.Events); (got > 0) != tc.conflict {
 				t.Errorf("%d Events; want one only on a conflict", got)
 			}
 			if tc.conflict {
-				if ev := <-b.recorder.Events; !strings.Contains(ev, migrate.ReasonClusterConflict) || !strings.Contains(ev, "cm-1") {
+				if ev := <-b.recorder.Events; !strings.Contains(ev, writegate.ReasonClusterConflict) || !strings.Contains(ev, "cm-1") {
 					t.Errorf("Event %q; want ClusterConflict naming the Lease's holder", ev)
 				}
 			}
@@ -274,11 +274,11 @@ func TestGateModeChangeLooksAgain(t *testing.T) {
 func TestGatePlan(t *testing.T) {
 	b := newBed(t, map[string]string{"certhub.io/mode": "observe"})
 	ctx := context.Background()
-	for _, v := range []migrate.Verdict{
-		{Namespace: "shop", Name: "web-2", Action: migrate.ActionReissue, Adopting: true, Reason: "IncorrectIssuer"},
-		{Namespace: "shop", Name: "web-1", Action: migrate.ActionAdopt, Adopting: true},
-		{Namespace: "admin", Name: "x", Action: migrate.ActionRefuse, Reason: "PolicyDenied"},
-		{Namespace: "shop", Name: "gone", Action: migrate.ActionIssue},
+	for _, v := range []writegate.Verdict{
+		{Namespace: "shop", Name: "web-2", Action: writegate.ActionReissue, Adopting: true, Reason: "IncorrectIssuer"},
+		{Namespace: "shop", Name: "web-1", Action: writegate.ActionAdopt, Adopting: true},
+		{Namespace: "admin", Name: "x", Action: writegate.ActionRefuse, Reason: "PolicyDenied"},
+		{Namespace: "shop", Name: "gone", Action: writegate.ActionIssue},
 	} {
 		b.gate.Plan("c1", v)
 	}
@@ -295,7 +295,7 @@ func TestGatePlan(t *testing.T) {
 	if got, want := strings.Join(rows, " "), "admin/x=Refuse shop/web-1=Adopt shop/web-2=Reissue"; got != want {
 		t.Errorf("plan %q; want %q", got, want)
 	}
-	if r.Counts[migrate.ActionAdopt] != 1 || r.Counts[migrate.ActionReissue] != 1 || r.Counts[migrate.ActionRefuse] != 1 || r.Counts[migrate.ActionIssue] != 0 {
+	if r.Counts[writegate.ActionAdopt] != 1 || r.Counts[writegate.ActionReissue] != 1 || r.Counts[writegate.ActionRefuse] != 1 || r.Counts[writegate.ActionIssue] != 0 {
 		t.Errorf("counts %v", r.Counts)
 	}
 	if got, _ := fixture.GaugeIn(t, b.reg, "certhub_migration_plan_certificates", map[string]string{"cluster": "c1", "action": "Adopt"}); got != 1 {
@@ -321,14 +321,14 @@ func TestGatePlan(t *testing.T) {
 func TestGateKeepsThePlanOfAClusterJustAcquired(t *testing.T) {
 	b := newBed(t, map[string]string{"certhub.io/mode": "observe"})
 	ctx := context.Background()
-	b.gate.Plan("c1", migrate.Verdict{Namespace: "shop", Name: "web", Action: migrate.ActionAdopt, Adopting: true})
+	b.gate.Plan("c1", writegate.Verdict{Namespace: "shop", Name: "web", Action: writegate.ActionAdopt, Adopting: true})
 	b.mu.Lock()
 	b.answers = []bool{false} // the pass's view: not yet owned
 	b.mu.Unlock()
 	b.gate.Pass(ctx)
 	b.gate.Pass(ctx) // owned now: reports
 	r, ok := b.report(t)
-	if !ok || r.Counts[migrate.ActionAdopt] != 1 {
+	if !ok || r.Counts[writegate.ActionAdopt] != 1 {
 		t.Errorf("report %+v (published %t); want the row planned before the pass", r, ok)
 	}
 }
@@ -375,7 +375,7 @@ func TestGateConcurrentUse(t *testing.T) {
 				b.gate.Writes("c1")
 				_, _, done, _ := b.gate.BeginWrite("c1")
 				done()
-				b.gate.Plan("c1", migrate.Verdict{Namespace: "shop", Name: fmt.Sprintf("w-%d-%d", i, j), Action: migrate.ActionKeep})
+				b.gate.Plan("c1", writegate.Verdict{Namespace: "shop", Name: fmt.Sprintf("w-%d-%d", i, j), Action: writegate.ActionKeep})
 				if j%10 == 0 {
 					b.setMode("issue")
 				}

@@ -1,4 +1,4 @@
-// Package migrate decides, per downstream cluster, whether the hub may write
+// Package writegate decides, per downstream cluster, whether the hub may write
 // there: the cluster's mode (certhub.io/mode on its Argo CD Secret) and
 // whether cert-manager's own controller is still active there. It is how a
 // fleet that runs cert-manager moves onto the hub in waves, and back.
@@ -37,4 +37,4 @@
 //   - Reports are written only by the replica that owns the cluster, and
 //     only when their content changes; a plan holds at most MaxPlanRows
 //     rows (counts are always complete).
-package migrate
+package writegate

@@ -1,4 +1,4 @@
-package migrate
+package writegate
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

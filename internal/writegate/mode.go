@@ -1,4 +1,4 @@
-package migrate
+package writegate
 
 import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"

@@ -1,4 +1,4 @@
-package migrate
+package writegate
 
 // Action is what the hub would do with one Certificate of a cluster it
 // does not write in.

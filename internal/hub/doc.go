@@ -16,7 +16,7 @@
 // setup function per component (setup.go), in dependency order; Start runs
 // the manager until ctx ends and returns the first error that stopped it;
 // Run is both. The coordinator is typed once: certhub's *shard.Coordinator
-// is the fence, the inventory's gate and the readiness check. This is the only
+// is the fence, the inventory's Connector and the readiness check. This is the only
 // production package that imports shard: the others see ownership through
 // internal/fence.
 package hub

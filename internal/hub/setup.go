@@ -127,9 +127,9 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 	// Only our coordinator decides what each replica connects to; without
 	// it (or with upstream's, which needs every cluster engaged to decide)
 	// every replica connects every cluster.
-	var gate inventory.Gate
+	var connect inventory.Connector
 	if h.shard != nil {
-		gate, h.fence = h.shard, h.shard
+		connect, h.fence = h.shard, h.shard
 	}
 	informers := func(scoped bool) []client.Object { return componentInformers(o, scoped) }
 	qps, burst := downstreamQPS(o.IssuanceRate)
@@ -150,7 +150,7 @@ func (h *Hub) setupInventory(cfg *rest.Config) error {
 		RequestTimeout: o.RequestTimeout,
 		ExecPlugins:    append([]string{}, o.ExecPlugins...), // non-nil: an empty list allows none
 		ExecShim:       o.ExecShim,
-		Gate:           gate,
+		Connect:        connect,
 		Informers:      informers,
 		Compression:    o.DownstreamCompression,
 		QPS:            qps,

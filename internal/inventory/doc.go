@@ -18,7 +18,7 @@
 //     Event on the Secret and a log line carrying `cluster`, and the next valid
 //     version heals it.
 //   - Deleting a Secret never deletes anything downstream.
-//   - With a Gate (internal/shard's Coordinator), every valid registration
+//   - With a Connector (internal/shard's Coordinator), every valid registration
 //     is registered with it, but only the clusters it wants are connected,
 //     cached and watched; when its answer changes the Secret is reconciled
 //     again, and a cluster no longer wanted is disconnected (cache and

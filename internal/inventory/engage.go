@@ -87,13 +87,13 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 	p.mu.Unlock()
 	if stale != nil {
 		p.disconnect(stale)
-		if staleName != name && p.opts.Gate != nil {
-			p.opts.Gate.Unregister(staleName)
+		if staleName != name && p.opts.Connect != nil {
+			p.opts.Connect.Unregister(staleName)
 		}
 		p.log.Info("cluster connection data changed; re-engaging", "cluster", name)
 	}
-	if p.opts.Gate != nil {
-		p.opts.Gate.Register(name)
+	if p.opts.Connect != nil {
+		p.opts.Connect.Register(name)
 	}
 
 	want := p.wanted(name)
@@ -175,8 +175,8 @@ func (p *Provider) remove(source string) (multicluster.ClusterName, bool) {
 	if e != nil {
 		p.disconnect(e)
 	}
-	if ok && p.opts.Gate != nil {
-		p.opts.Gate.Unregister(name)
+	if ok && p.opts.Connect != nil {
+		p.opts.Connect.Unregister(name)
 	}
 	return name, ok
 }

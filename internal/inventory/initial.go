@@ -85,7 +85,7 @@ func (s initialSync) Start(ctx context.Context) error {
 		}
 	}
 	p.log.Info("every cluster Secret registered; the shard may decide", "took", time.Since(start).Round(time.Millisecond).String())
-	p.opts.Gate.RegistrationsSynced()
+	p.opts.Connect.RegistrationsSynced()
 	return nil
 }
 

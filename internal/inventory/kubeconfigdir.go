@@ -35,8 +35,8 @@ func (p *Provider) watchDir(ctx context.Context, dir string) {
 	failed := map[string]string{} // path → last error, to log each problem once
 	for first := true; ; first = false {
 		p.scanDir(dir, failed)
-		if first && p.opts.Gate != nil {
-			p.opts.Gate.RegistrationsSynced() // every file has been registered or found invalid
+		if first && p.opts.Connect != nil {
+			p.opts.Connect.RegistrationsSynced() // every file has been registered or found invalid
 		}
 		select {
 		case <-ctx.Done():

@@ -120,12 +120,12 @@ type Options struct {
 	// labels change (issuance policies select clusters by them). It must
 	// not block.
 	OnLabelsChanged func(name multicluster.ClusterName)
-	// Gate, when set, decides which registered clusters this replica
+	// Connect, when set, decides which registered clusters this replica
 	// connects to (shard.Coordinator: the clusters it owns or keeps warm).
 	// Every valid registration is registered with it; only those it wants
 	// are connected, cached and watched, the others are validated and
 	// reported, nothing more. Defaults to nil: every cluster is connected.
-	Gate Gate
+	Connect Connector
 	// Informers, when set, lists the objects whose informers start in a
 	// cluster's cache as soon as it is connected (before it is engaged), so
 	// a standby's cache is in sync when it takes over: the objects the
@@ -135,10 +135,10 @@ type Options struct {
 	Informers func(scoped bool) []client.Object
 }
 
-// Gate decides which registered clusters this replica connects to.
+// Connector decides which registered clusters this replica connects to.
 // *shard.Coordinator implements it.
-type Gate interface {
-	// Register and Unregister keep the gate's set of valid registrations,
+type Connector interface {
+	// Register and Unregister keep the connector's set of valid registrations,
 	// connected or not.
 	Register(name multicluster.ClusterName)
 	Unregister(name multicluster.ClusterName)
@@ -262,8 +262,8 @@ func New(opts Options) (*Provider, error) {
 		handledCh: make(chan struct{}, 1),
 	}
 	p.connect = p.dial
-	if opts.Gate != nil {
-		opts.Gate.OnWantedChanged(p.wake)
+	if opts.Connect != nil {
+		opts.Connect.OnWantedChanged(p.wake)
 		p.handled = map[string]bool{}
 	}
 	return p, nil
@@ -284,7 +284,7 @@ func (p *Provider) SetupWithManager(mgr mcmanager.Manager) error {
 	if p.opts.KubeconfigDir != "" {
 		return nil
 	}
-	if p.opts.Gate != nil {
+	if p.opts.Connect != nil {
 		if err := local.Add(initialSync{p}); err != nil {
 			return fmt.Errorf("failed to add the first registration pass: %w", err)
 		}
@@ -346,7 +346,7 @@ func (p *Provider) wake(name multicluster.ClusterName) {
 
 // wanted reports whether the gate wants name connected here.
 func (p *Provider) wanted(name multicluster.ClusterName) bool {
-	return p.opts.Gate == nil || p.opts.Gate.Wanted(name)
+	return p.opts.Connect == nil || p.opts.Connect.Wanted(name)
 }
 
 // Start records the Aware that clusters are engaged with and blocks until ctx

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 )
 
-// fakeGate wants the clusters in want; it records registrations.
-type fakeGate struct {
+// fakeConnector wants the clusters in want; it records registrations.
+type fakeConnector struct {
 	mu         sync.Mutex
 	want       map[multicluster.ClusterName]bool
 	registered map[multicluster.ClusterName]bool
@@ -25,34 +25,34 @@ type fakeGate struct {
 	synced, registeredAtSync int
 }
 
-func (g *fakeGate) Register(n multicluster.ClusterName) {
+func (g *fakeConnector) Register(n multicluster.ClusterName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.registered[n] = true
 }
 
-func (g *fakeGate) Unregister(n multicluster.ClusterName) {
+func (g *fakeConnector) Unregister(n multicluster.ClusterName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.registered, n)
 }
 
-func (g *fakeGate) Wanted(n multicluster.ClusterName) bool {
+func (g *fakeConnector) Wanted(n multicluster.ClusterName) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.want[n]
 }
 
-func (g *fakeGate) OnWantedChanged(fn func(multicluster.ClusterName)) { g.notify = fn }
+func (g *fakeConnector) OnWantedChanged(fn func(multicluster.ClusterName)) { g.notify = fn }
 
-func (g *fakeGate) RegistrationsSynced() {
+func (g *fakeConnector) RegistrationsSynced() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.synced++
 	g.registeredAtSync = len(g.registered)
 }
 
-func (g *fakeGate) set(n multicluster.ClusterName, want bool) {
+func (g *fakeConnector) set(n multicluster.ClusterName, want bool) {
 	g.mu.Lock()
 	g.want[n] = want
 	g.mu.Unlock()
@@ -65,8 +65,8 @@ func (g *fakeGate) set(n multicluster.ClusterName, want bool) {
 // disconnects. A failed connection keeps the registration.
 func TestProviderConnectsOnlyWhatTheGateWants(t *testing.T) {
 	h := newProviderHarness(t, "", registration("cluster-east", "east", "https://east.example.com", "t1", "env", "prod"))
-	gate := &fakeGate{want: map[multicluster.ClusterName]bool{}, registered: map[multicluster.ClusterName]bool{}}
-	h.p.opts.Gate = gate
+	gate := &fakeConnector{want: map[multicluster.ClusterName]bool{}, registered: map[multicluster.ClusterName]bool{}}
+	h.p.opts.Connect = gate
 	gate.OnWantedChanged(h.p.wake)
 	ctx := context.Background()
 
@@ -152,8 +152,8 @@ func TestProviderTellsTheGateWhenTheFirstPassIsDone(t *testing.T) {
 		registration("cluster-east", "east", "https://east.example.com", "t1"),
 		registration("cluster-west", "west", "https://west.example.com", "t2"),
 		bad, other, gone)
-	gate := &fakeGate{want: map[multicluster.ClusterName]bool{}, registered: map[multicluster.ClusterName]bool{}}
-	h.p.opts.Gate, h.p.handled = gate, map[string]bool{} // as New does with a gate
+	gate := &fakeConnector{want: map[multicluster.ClusterName]bool{}, registered: map[multicluster.ClusterName]bool{}}
+	h.p.opts.Connect, h.p.handled = gate, map[string]bool{} // as New does with a gate
 	listed := make(chan struct{})
 	var once sync.Once
 	h.p.log = funcr.New(func(_, args string) {

@@ -329,7 +329,7 @@ func (o *Options) Validate() error {
 	switch o.Coordinator {
 	case CoordinatorCerthub, CoordinatorUpstream, CoordinatorNone:
 	default:
-		errs = append(errs, fmt.Errorf("--coordinator %q must be one of certhub, upstream, none", o.Coordinator))
+		errs = append(errs, fmt.Errorf("--shard-coordinator %q must be one of certhub, upstream, none", o.Coordinator))
 	}
 	return errors.Join(errs...)
 }

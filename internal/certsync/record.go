@@ -22,12 +22,12 @@ type recordView struct {
 	issuer     string        // the Certificate's issuer, as entries name it
 	object     issued.Object // the Certificate
 	rebuilding bool          // Record.Rebuilding
-	lookup     func(issuer, serial string) (issued.Entry, bool)
+	lookup     func(issuer, serial string, o issued.Object) (issued.Entry, bool)
 }
 
 // entry is the record's entry of cert, if any, whoever it was issued for.
 func (v *recordView) entry(cert *x509.Certificate) (issued.Entry, bool) {
-	return v.lookup(v.issuer, issued.Serial(cert))
+	return v.lookup(v.issuer, issued.Serial(cert), v.object)
 }
 
 // view is t's recordView (nil without a record).
@@ -35,7 +35,7 @@ func (r *reconciler) view(t *target) *recordView {
 	if r.opts.Record == nil {
 		return nil
 	}
-	return &recordView{issuer: issuerOf(t), object: objectOf(t), rebuilding: r.opts.Record.Rebuilding(), lookup: r.opts.Record.Lookup}
+	return &recordView{issuer: issuerOf(t), object: objectOf(t), rebuilding: r.opts.Record.Rebuilding(), lookup: r.opts.Record.LookupFor}
 }
 
 func issuerOf(t *target) string {
@@ -105,7 +105,7 @@ func (r *reconciler) recordKept(ctx context.Context, t *target, cert *x509.Certi
 	if r.opts.Record == nil || t.dry || cert == nil {
 		return nil
 	}
-	if _, ok := r.opts.Record.Lookup(issuerOf(t), issued.Serial(cert)); ok {
+	if e, ok := r.opts.Record.LookupFor(issuerOf(t), issued.Serial(cert), objectOf(t)); ok && e.Object() == objectOf(t) {
 		return nil
 	}
 	e := issued.For(cert, issuerOf(t), objectOf(t), string(t.crt.UID))
@@ -125,7 +125,8 @@ func (r *reconciler) recordIssued(ctx context.Context, t *target, cert *x509.Cer
 	e := issued.For(cert, issuerOf(t), objectOf(t), string(t.crt.UID))
 	e.Why, e.Replaces, e.RequestHash = t.why, t.replaces, requestHash
 	if requestHash != "" {
-		e.DER = cert.Raw // ordered (ACME): revokeCert needs the certificate
+		e.DER = cert.Raw   // ordered (ACME): revokeCert needs the certificate
+		e.PerObject = true // an order identical requests share delivers one certificate to each
 	}
 	return r.opts.Record.Add(ctx, e)
 }

@@ -106,8 +106,9 @@ type Revocation interface {
 type Record interface {
 	// Add stores e, returning once it is stored.
 	Add(ctx context.Context, e issued.Entry) error
-	// Lookup is the entry of serial signed by issuer.
-	Lookup(issuer, serial string) (issued.Entry, bool)
+	// LookupFor is the entry of serial signed by issuer as delivered to
+	// o, else the serial's entry whoever it was signed for.
+	LookupFor(issuer, serial string, o issued.Object) (issued.Entry, bool)
 	// Rebuilding reports whether certificates found downstream that
 	// verify are recorded rather than re-issued.
 	Rebuilding() bool

@@ -71,7 +71,7 @@ func recordedAs(view func(*recordView), entry func(*issued.Entry)) func(*corev1.
 		if entry != nil {
 			entry(&e)
 		}
-		v := &recordView{issuer: issued.ClusterIssuer("ca"), object: obj, lookup: func(issuer, serial string) (issued.Entry, bool) {
+		v := &recordView{issuer: issued.ClusterIssuer("ca"), object: obj, lookup: func(issuer, serial string, _ issued.Object) (issued.Entry, bool) {
 			return e, issuer == e.Issuer && serial == e.Serial
 		}}
 		if view != nil {

@@ -68,6 +68,10 @@ type Entry struct {
 	RequestHash string `json:"requestHash,omitempty"`
 	// DER is the certificate, for issuers that revoke with it (ACME).
 	DER []byte `json:"der,omitempty"`
+	// PerObject: one certificate may be delivered to several objects (an
+	// ACME order shared by identical requests), so the entry is per object
+	// (Key includes it) and each delivery is recorded.
+	PerObject bool `json:"perObject,omitempty"`
 	// RecordedBy is the replica that stored it, RecordedAt when.
 	RecordedBy string    `json:"recordedBy,omitempty"`
 	RecordedAt time.Time `json:"recordedAt"`
@@ -85,8 +89,21 @@ func (e *Entry) Object() Object {
 	return Object{Cluster: e.Cluster, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
 }
 
-// Key is e's identity: its issuer and serial, as a ConfigMap key.
-func (e *Entry) Key() string { return Key(e.Issuer, e.Serial) }
+// Key is e's identity: its issuer and serial (and its object when
+// PerObject), as a ConfigMap key.
+func (e *Entry) Key() string {
+	if e.PerObject {
+		return ObjectKey(e.Issuer, e.Serial, e.Object())
+	}
+	return Key(e.Issuer, e.Serial)
+}
+
+// ObjectKey is the identity of serial signed by issuer as delivered to o
+// (a PerObject entry).
+func ObjectKey(issuer, serial string, o Object) string {
+	sum := sha256.Sum256([]byte(o.String()))
+	return Key(issuer, serial) + "." + hex.EncodeToString(sum[:8])
+}
 
 // Key is the identity of serial signed by issuer, as a ConfigMap key
 // ([-._a-zA-Z0-9], at most 253 characters).

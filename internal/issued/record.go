@@ -269,9 +269,19 @@ func (r *Record) Add(ctx context.Context, e Entry) error {
 	}
 }
 
-// Lookup is the entry of serial signed by issuer.
+// Lookup is the entry of serial signed by issuer (for a PerObject one:
+// LookupFor).
 func (r *Record) Lookup(issuer, serial string) (Entry, bool) {
 	return r.idx.lookup(Key(issuer, serial))
+}
+
+// LookupFor is the entry of serial signed by issuer as delivered to o: its
+// PerObject entry, else the serial's entry (whoever it was signed for).
+func (r *Record) LookupFor(issuer, serial string, o Object) (Entry, bool) {
+	if e, ok := r.idx.lookup(ObjectKey(issuer, serial, o)); ok {
+		return e, true
+	}
+	return r.Lookup(issuer, serial)
 }
 
 // Object is every entry signed for o, oldest first.

@@ -253,3 +253,29 @@ func TestOpenHeadStartsARebuildOnce(t *testing.T) {
 		t.Fatalf("head: %v %v", err, head.Labels)
 	}
 }
+
+// One certificate delivered to several objects (a shared ACME order) is
+// recorded once per object, and each object finds its own entry.
+func TestPerObjectEntriesAreOnePerDelivery(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	r, _ := started(t, c, "hub-0", nil)
+	ctx := context.Background()
+	for _, cluster := range []string{"c1", "c2", "c3"} {
+		e := entry(cluster, "web", "AB", t0)
+		e.PerObject = true
+		for range 2 { // fetched again: still one entry per delivery
+			if err := r.Add(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, es := listed(t, c); len(es) != 3 {
+		t.Fatalf("%d entries, want one per delivery (3)", len(es))
+	}
+	for _, cluster := range []string{"c1", "c2", "c3"} {
+		o := Object{Cluster: cluster, Kind: KindCertificate, Namespace: "shop", Name: "web"}
+		if got, ok := r.LookupFor(ClusterIssuer("ca"), "AB", o); !ok || got.Object() != o {
+			t.Errorf("LookupFor %s = %+v, %v; want its own entry", cluster, got.Object(), ok)
+		}
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -64,6 +66,31 @@ func TestACMESharesIdenticalRequestsWhenOptedIn(t *testing.T) {
 		t.Error("a Certificate with other names got the shared key")
 	}
 
+	// The record holds the shared certificate once per Certificate it was
+	// delivered to: each keeps it as the one the hub issued for it.
+	leaf, err := pki.DecodeX509CertificateBytes(first.Data[corev1.TLSCertKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := fixture.Record(t, hub, bed.HubNamespace())
+	delivered := map[string]bool{}
+	for _, e := range entries {
+		if fixture.DecimalSerial(e.Serial) == leaf.SerialNumber.String() {
+			delivered[e.Cluster] = true
+		}
+	}
+	if len(delivered) != len(bed.Downstreams) {
+		t.Errorf("the shared certificate is recorded for clusters %v, want each of the %d", delivered, len(bed.Downstreams))
+	}
+	for i, cp := range bed.Downstreams {
+		got := &cmapi.Certificate{}
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(crts[i]), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := fixture.Condition(got, cmapi.CertificateConditionIssuing); c != nil && c.Reason == reasons.NotRecorded {
+			t.Errorf("%s: re-issuing the shared certificate: %s", cp.Name, c.Message)
+		}
+	}
 	if got := ca.Count(); got.Orders != 2 {
 		t.Errorf("Pebble created %d orders, want 2: one shared by the 3 identical Certificates, one for the other", got.Orders)
 	}

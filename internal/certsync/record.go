@@ -12,6 +12,7 @@ import (
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issued"
+	"github.com/certhub/certhub/internal/issuers"
 )
 
 // recordView is what the record says of the certificates of one
@@ -99,6 +100,21 @@ func requestHashOf(in input, st *secretState) string {
 	return ""
 }
 
+// rebuildingUnvouched reports whether the record is rebuilding, holds
+// nothing for st's certificate and this Certificate, and the issuer cannot
+// say whether it signed it (an ACME CA).
+func rebuildingUnvouched(in input, st *secretState) bool {
+	v := in.record
+	if v == nil || !v.rebuilding || st.cert == nil || in.sameIssuer == nil {
+		return false
+	}
+	if e, ok := v.entry(st.cert); ok && e.Object() == v.object {
+		return false
+	}
+	_, known := in.sameIssuer(st.cert)
+	return !known
+}
+
 // recordKept records a certificate kept without the record holding it:
 // taken over from cert-manager, or found while the record rebuilds.
 func (r *reconciler) recordKept(ctx context.Context, t *target, cert *x509.Certificate) error {
@@ -112,6 +128,14 @@ func (r *reconciler) recordKept(ctx context.Context, t *target, cert *x509.Certi
 	e.Why = issued.WhyRebuilt
 	if t.adopting {
 		e.Why = issued.WhyAdopted
+	}
+	if iss, err := r.opts.Issuers.Resolve(ctx, t.crt.Spec.IssuerRef, t.crt.Namespace, t.cl.GetAPIReader()); err == nil {
+		if _, ordered := iss.(issuers.Orderer); ordered {
+			// Kept as ordered for today's spec (its names matched it): the
+			// request it is compared with from now on, and revokeCert's copy.
+			e.RequestHash, _ = certspec.RequestHash(t.crt)
+			e.DER, e.PerObject = cert.Raw, true
+		}
 	}
 	logr.FromContextOrDiscard(ctx).Info("recording a certificate the hub keeps", "why", e.Why, "serial", e.Serial)
 	return r.opts.Record.Add(ctx, e)

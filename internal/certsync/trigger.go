@@ -183,7 +183,14 @@ func privateKeyMatchesSpec(in input, st *secretState) (string, string, bool) {
 
 func certificateMatchesSpec(in input, st *secretState) (string, string, bool) {
 	v := certspec.Mismatches(st.cert, in.crt.Spec)
-	if h := requestHashOf(in, st); h != "" { // ordered: compared with the request the record holds, never an annotation
+	h := requestHashOf(in, st) // ordered: compared with the request the record holds, never an annotation
+	if h == "" && rebuildingUnvouched(in, st) {
+		// The record is rebuilding and the issuer cannot vouch (ACME): the
+		// CA chose subject and usages, so only the names are compared, as
+		// for a certificate ordered for today's spec; it is recorded so.
+		h, _ = certspec.RequestHash(in.crt)
+	}
+	if h != "" {
 		v = certspec.RequestMismatches(st.cert, in.crt, h)
 	}
 	if len(v) > 0 {

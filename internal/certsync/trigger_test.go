@@ -1,6 +1,7 @@
 package certsync
 
 import (
+	"crypto/x509"
 	"testing"
 	"time"
 
@@ -95,7 +96,9 @@ func TestTriggerChain(t *testing.T) {
 		// record, when set, is the record's view given the Secret.
 		record   func(*corev1.Secret) *recordView
 		adopting bool
-		reason   string // "" means no reissue
+		// unvouched: the issuer cannot tell whether it signed (ACME).
+		unvouched bool
+		reason    string // "" means no reissue
 	}{
 		{name: "up to date", reason: ""},
 		{name: "secret missing", secret: func(*corev1.Secret) *corev1.Secret { return nil }, reason: reasons.DoesNotExist},
@@ -134,6 +137,10 @@ func TestTriggerChain(t *testing.T) {
 		{name: "recorded for this Certificate in another cluster", record: recordedAs(nil, func(e *issued.Entry) { e.Cluster = "c2" }), reason: reasons.NotRecorded},
 		{name: "a copy of a recorded serial, not the certificate", record: recordedAs(nil, func(e *issued.Entry) { e.SHA256 = "00" }), reason: reasons.NotRecorded},
 		{name: "not recorded while the record rebuilds", record: recordedAs(func(v *recordView) { v.rebuilding = true }, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
+		{name: "rebuilding, an ACME certificate (the CA chose the usages) is kept", crt: withUsages, unvouched: true,
+			record: recordedAs(func(v *recordView) { v.rebuilding = true }, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
+		{name: "rebuilding, an ACME certificate for other names is not", crt: func(c *cmapi.Certificate) { c.Spec.DNSNames = append(c.Spec.DNSNames, "www.example.com") }, unvouched: true,
+			record: recordedAs(func(v *recordView) { v.rebuilding = true }, func(e *issued.Entry) { e.Serial = "1" }), reason: reasons.IncorrectCertificate},
 		{name: "not recorded, taken over from cert-manager", adopting: true, record: recordedAs(nil, func(e *issued.Entry) { e.Serial = "1" }), reason: ""},
 		{name: "order pending is no manual trigger", crt: func(c *cmapi.Certificate) {
 			c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: issuers.ReasonOrderPending}}
@@ -159,6 +166,9 @@ func TestTriggerChain(t *testing.T) {
 			in := input{crt: crt, secret: s, now: at, adopting: tt.adopting}
 			if tt.record != nil {
 				in.record = tt.record(s)
+			}
+			if tt.unvouched {
+				in.sameIssuer = func(*x509.Certificate) (bool, bool) { return false, false }
 			}
 			reason, msg, reissue, _ := triggerChain.evaluate(in)
 			if reason != tt.reason || reissue != (tt.reason != "") {

@@ -137,7 +137,10 @@ func (o issuedOptions) matcher(now time.Time) (func(issued.Entry) bool, error) {
 	if issuer != "" && !strings.Contains(issuer, "/") {
 		issuer = issued.ClusterIssuer(issuer)
 	}
-	serial := strings.TrimLeft(strings.ToUpper(strings.NewReplacer(":", "", " ", "", "-", "").Replace(o.serial)), "0")
+	serial := ""
+	if o.serial != "" {
+		serial = issued.NormalSerial(o.serial)
+	}
 	return func(e issued.Entry) bool {
 		if !glob(o.cluster, e.Cluster) || !glob(o.namespace, e.Namespace) || !glob(o.name, e.Name) {
 			return false

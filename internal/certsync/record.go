@@ -2,9 +2,7 @@ package certsync
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -31,6 +29,12 @@ func (v *recordView) entry(cert *x509.Certificate) (issued.Entry, bool) {
 	return v.lookup(v.issuer, issued.Serial(cert), v.object)
 }
 
+// own is the record's entry of cert when it was issued for this Certificate.
+func (v *recordView) own(cert *x509.Certificate) (issued.Entry, bool) {
+	e, ok := v.entry(cert)
+	return e, ok && e.Object() == v.object
+}
+
 // view is t's recordView (nil without a record).
 func (r *reconciler) view(t *target) *recordView {
 	if r.opts.Record == nil {
@@ -46,12 +50,6 @@ func issuerOf(t *target) string {
 
 func objectOf(t *target) issued.Object {
 	return issued.Object{Cluster: string(t.name), Kind: issued.KindCertificate, Namespace: t.crt.Namespace, Name: t.crt.Name}
-}
-
-// fingerprint is the SHA-256 of cert's DER, hex.
-func fingerprint(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.Raw)
-	return hex.EncodeToString(sum[:])
 }
 
 // certificateIsRecorded keeps a certificate only when the record holds it,
@@ -72,7 +70,7 @@ func certificateIsRecorded(in input, st *secretState) (string, string, bool) {
 	case ok && e.Object() != v.object:
 		return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the Secret's certificate (serial %s) was issued for %s %s/%s in cluster %s, not for this Certificate",
 			serial, e.Kind, e.Namespace, e.Name, e.Cluster), true
-	case ok && e.SHA256 != fingerprint(st.cert):
+	case ok && e.SHA256 != issued.Fingerprint(st.cert):
 		return reasons.NotRecorded, fmt.Sprintf("Issuing certificate as the Secret's certificate is not the one the hub issued with serial %s", serial), true
 	case ok, in.adopting:
 		return "", "", false
@@ -94,7 +92,7 @@ func requestHashOf(in input, st *secretState) string {
 	if in.record == nil || st.cert == nil {
 		return ""
 	}
-	if e, ok := in.record.entry(st.cert); ok && e.Object() == in.record.object {
+	if e, ok := in.record.own(st.cert); ok {
 		return e.RequestHash
 	}
 	return ""
@@ -108,7 +106,7 @@ func rebuildingUnvouched(in input, st *secretState) bool {
 	if v == nil || !v.rebuilding || st.cert == nil || in.sameIssuer == nil {
 		return false
 	}
-	if e, ok := v.entry(st.cert); ok && e.Object() == v.object {
+	if _, ok := v.own(st.cert); ok {
 		return false
 	}
 	_, known := in.sameIssuer(st.cert)

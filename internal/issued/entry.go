@@ -112,6 +112,22 @@ func Key(issuer, serial string) string {
 	return hex.EncodeToString(sum[:8]) + "." + serial
 }
 
+// NormalSerial reads a serial as a user writes it ("0a:1B", "A1b") into
+// the form entries hold.
+func NormalSerial(s string) string {
+	s = strings.ToUpper(strings.NewReplacer(":", "", " ", "", "-", "").Replace(s))
+	if t := strings.TrimLeft(s, "0"); t != "" {
+		return t
+	}
+	return "0"
+}
+
+// Fingerprint is the SHA-256 of a certificate's DER, hex (Entry.SHA256).
+func Fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
 // Serial is a certificate's serial as entries hold it.
 func Serial(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber) }
 
@@ -137,8 +153,7 @@ func For(leaf *x509.Certificate, issuer string, obj Object, uid string) Entry {
 		UID: uid, NotBefore: leaf.NotBefore.UTC(), NotAfter: leaf.NotAfter.UTC()}
 	sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
 	e.PublicKeySHA256 = hex.EncodeToString(sum[:])
-	sum = sha256.Sum256(leaf.Raw)
-	e.SHA256 = hex.EncodeToString(sum[:])
+	e.SHA256 = Fingerprint(leaf)
 	var names []string
 	if leaf.Subject.CommonName != "" {
 		names = append(names, leaf.Subject.CommonName)

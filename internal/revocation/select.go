@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"time"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -16,15 +15,6 @@ import (
 // Serial is a certificate's serial as the API shows it: upper-case
 // hexadecimal, no separators, no leading zeros.
 func Serial(c *x509.Certificate) string { return fmt.Sprintf("%X", c.SerialNumber) }
-
-// normalSerial reads a serial as a user writes it ("0a:1B", "A1b").
-func normalSerial(s string) string {
-	s = strings.ToUpper(strings.NewReplacer(":", "", " ", "", "-", "").Replace(s))
-	if t := strings.TrimLeft(s, "0"); t != "" {
-		return t
-	}
-	return "0"
-}
 
 // glob matches s against a `*` pattern; an empty pattern matches anything.
 func glob(pattern, s string) bool {
@@ -62,7 +52,7 @@ func selectsEntry(rev *hubapi.CertificateRevocation, e issued.Entry) bool {
 		return false
 	}
 	if len(s.Serials) > 0 {
-		return slices.ContainsFunc(s.Serials, func(x string) bool { return normalSerial(x) == e.Serial })
+		return slices.ContainsFunc(s.Serials, func(x string) bool { return issued.NormalSerial(x) == e.Serial })
 	}
 	return true
 }

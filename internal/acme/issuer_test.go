@@ -59,25 +59,42 @@ func TestChooseSolver(t *testing.T) {
 }
 
 func TestCheckSolverNamesWhatTheHubSupports(t *testing.T) {
-	cases := map[string]cmacme.ACMEChallengeSolver{
-		"http01":  {HTTP01: &cmacme.ACMEChallengeSolverHTTP01{}},
-		"webhook": {DNS01: &cmacme.ACMEChallengeSolverDNS01{Webhook: &cmacme.ACMEIssuerDNS01ProviderWebhook{}}},
-		"route53": {DNS01: &cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{}}},
-		"empty":   {},
+	dns := func(d cmacme.ACMEChallengeSolverDNS01) cmacme.ACMEChallengeSolver {
+		return cmacme.ACMEChallengeSolver{DNS01: &d}
 	}
-	for name, s := range cases {
-		err := checkSolver(s, 2)
-		se := (*solverError)(nil)
-		if !errors.As(err, &se) || se.reason != ReasonUnsupportedSolver {
-			t.Errorf("%s: err = %v, want %s", name, err, ReasonUnsupportedSolver)
+	cases := map[string]struct {
+		s      cmacme.ACMEChallengeSolver
+		reason string // "": served
+	}{
+		"http01":             {cmacme.ACMEChallengeSolver{HTTP01: &cmacme.ACMEChallengeSolverHTTP01{}}, ReasonUnsupportedSolver},
+		"empty":              {cmacme.ACMEChallengeSolver{}, ReasonUnsupportedSolver},
+		"dns01, no provider": {dns(cmacme.ACMEChallengeSolverDNS01{}), ReasonUnsupportedSolver},
+		"two providers": {dns(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{},
+			RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{}}), ReasonSolverConfig},
+		"webhook without a solver name": {dns(cmacme.ACMEChallengeSolverDNS01{Webhook: &cmacme.ACMEIssuerDNS01ProviderWebhook{GroupName: "acme.example.com"}}), ReasonSolverConfig},
+		"webhook":                       {dns(cmacme.ACMEChallengeSolverDNS01{Webhook: &cmacme.ACMEIssuerDNS01ProviderWebhook{GroupName: "acme.example.com", SolverName: "bind"}}), ""},
+		"rfc2136":                       {dns(cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{}}), ""},
+		"route53":                       {dns(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{}}), ""},
+		"cloudDNS":                      {dns(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{}}), ""},
+		"azureDNS":                      {dns(cmacme.ACMEChallengeSolverDNS01{AzureDNS: &cmacme.ACMEIssuerDNS01ProviderAzureDNS{}}), ""},
+		"akamai":                        {dns(cmacme.ACMEChallengeSolverDNS01{Akamai: &cmacme.ACMEIssuerDNS01ProviderAkamai{}}), ""},
+	}
+	for name, tc := range cases {
+		err := checkSolver(tc.s, 2)
+		if tc.reason == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want served", name, err)
+			}
 			continue
 		}
-		if want := SupportedSolvers; !strings.Contains(se.message, want) || !strings.Contains(se.message, "solver 2") {
-			t.Errorf("%s: message %q does not say which solver and what is supported (%q)", name, se.message, want)
+		se := (*solverError)(nil)
+		if !errors.As(err, &se) || se.reason != tc.reason {
+			t.Errorf("%s: err = %v, want %s", name, err, tc.reason)
+			continue
 		}
-	}
-	if err := checkSolver(cmacme.ACMEChallengeSolver{DNS01: &cmacme.ACMEChallengeSolverDNS01{RFC2136: &cmacme.ACMEIssuerDNS01ProviderRFC2136{}}}, 0); err != nil {
-		t.Errorf("rfc2136: %v", err)
+		if !strings.Contains(se.message, "solver 2") || (tc.reason == ReasonUnsupportedSolver && !strings.Contains(se.message, SupportedSolvers)) {
+			t.Errorf("%s: message %q does not say which solver and what is supported", name, se.message)
+		}
 	}
 }
 

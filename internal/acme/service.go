@@ -14,6 +14,7 @@ import (
 	acmeapi "github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -90,6 +91,16 @@ type Options struct {
 	// challenges are accepted (for DNS services whose answers lag behind
 	// their own nameservers). Default 0.
 	DNS01Settle time.Duration
+	// AmbientCredentials lets a solver that names no credentials use the
+	// hub's own (Route53: the instance role or IRSA; CloudDNS: workload
+	// identity; AzureDNS: workload or managed identity), as cert-manager's
+	// --cluster-issuer-ambient-credentials does for ClusterIssuers. The
+	// hub's flag of that name defaults to true, as cert-manager's does.
+	AmbientCredentials bool
+	// RESTConfig reaches the hub API server, through which webhook solvers
+	// are called (aggregated APIs). nil: webhook solvers fail with
+	// InvalidSolverConfig.
+	RESTConfig *rest.Config
 	// PropagationTimeout defaults to DefaultPropagationTimeout.
 	PropagationTimeout time.Duration
 	// HoldDuration defaults to DefaultHoldDuration.
@@ -158,6 +169,7 @@ type Service struct {
 	opts    Options
 	clients clientCache
 	metrics *metrics
+	webhook *webhookCaller
 
 	ariSlots chan struct{} // bounds the renewal information requests in flight
 
@@ -180,7 +192,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}},
+	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}, webhook: newWebhookCaller(opts.RESTConfig),
 		ariSlots: make(chan struct{}, opts.MaxConcurrentOrders), ari: ariCache{m: map[string]*ariEntry{}}}
 	r := &accounts{cl: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, rec: mgr.GetEventRecorder("certhub-acme")}
 	isACME := predicate.NewPredicateFuncs(func(o client.Object) bool {

@@ -191,6 +191,9 @@ type ACMEOptions struct {
 	DNS01Settle, PropagationTimeout, OrderHold time.Duration
 	// RenewalInfoInterval is acme.Options' RenewalInfoInterval (ARI); negative: off.
 	RenewalInfoInterval time.Duration
+	// AmbientCredentials is acme.Options' AmbientCredentials
+	// (--cluster-issuer-ambient-credentials). Default true, as cert-manager's.
+	AmbientCredentials bool
 }
 
 // ShardOptions are the flag-settable parts of shard.Options.
@@ -245,7 +248,7 @@ func NewOptions() *Options {
 		LoopWindow:                 certsync.DefaultLoopWindow,
 		DefaultPolicy:              string(policy.Allow),
 		ExecPlugins:                append([]string(nil), inventory.DefaultExecPlugins...),
-		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration, RenewalInfoInterval: acme.DefaultRenewalInfoInterval},
+		ACME:                       ACMEOptions{PropagationTimeout: acme.DefaultPropagationTimeout, OrderHold: acme.DefaultHoldDuration, RenewalInfoInterval: acme.DefaultRenewalInfoInterval, AmbientCredentials: true},
 		Shard: ShardOptions{
 			LeaseDuration: shard.DefaultLeaseDuration,
 			RenewDeadline: shard.DefaultRenewDeadline,

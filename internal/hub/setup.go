@@ -209,7 +209,8 @@ func (h *Hub) setupACME() error {
 	var err error
 	h.acme, err = acme.SetupWithManager(h.mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: h.weight,
 		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
-		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval})
+		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval,
+		AmbientCredentials: o.ACME.AmbientCredentials, RESTConfig: h.mgr.GetLocalManager().GetConfig()})
 	if err != nil {
 		return fmt.Errorf("failed to set up ACME: %w", err)
 	}

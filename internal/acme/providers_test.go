@@ -252,7 +252,11 @@ func TestRefusedCredentialsFailTheOrder(t *testing.T) {
 			s, hub := newTestService(t, ca.Server, clk, func(o *Options) { o.DNS01Nameservers = []string{home.addr} })
 			ctx := context.Background()
 			for _, o := range secrets {
-				if err := hub.Create(ctx, o.DeepCopyObject().(client.Object)); err != nil {
+				sec, ok := o.DeepCopyObject().(client.Object)
+				if !ok {
+					t.Fatalf("%T is not an object", o)
+				}
+				if err := hub.Create(ctx, sec); err != nil {
 					t.Fatal(err)
 				}
 			}

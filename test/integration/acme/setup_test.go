@@ -28,7 +28,13 @@ type issuanceBed struct {
 
 func startIssuanceBed(ctx context.Context, t *testing.T, downstreams int, caOpts ...func(*acmebed.Options)) *issuanceBed {
 	t.Helper()
-	bed, err := testbed.Start(ctx, testbed.Options{Downstreams: downstreams})
+	return startIssuanceBedWith(ctx, t, testbed.Options{Downstreams: downstreams}, caOpts...)
+}
+
+// startIssuanceBedWith is startIssuanceBed with the test bed's options.
+func startIssuanceBedWith(ctx context.Context, t *testing.T, bedOpts testbed.Options, caOpts ...func(*acmebed.Options)) *issuanceBed {
+	t.Helper()
+	bed, err := testbed.Start(ctx, bedOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -297,5 +299,42 @@ func TestRefusedCredentialsFailTheOrder(t *testing.T) {
 				t.Errorf("records %q left", txt)
 			}
 		})
+	}
+}
+
+// Route53's auth.kubernetes.serviceAccountRef, as cert-manager does it: a
+// token of a ServiceAccount in the hub namespace (audience
+// sts.amazonaws.com unless told) is exchanged at STS for the solver's role,
+// whose credentials write the record; a role STS refuses for that token is
+// the provider's message; a ServiceAccount without a name is refused.
+func TestRoute53ServiceAccountToken(t *testing.T) {
+	r53 := apis.Route53
+	hub := fakeHub(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route53-dns01"}})
+	home := newFakeZone(t, "example.test.")
+	solver := func(role, sa string) cmacme.ACMEChallengeSolver {
+		return dns01(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1", Role: role,
+			Auth: &cmacme.Route53Auth{Kubernetes: &cmacme.Route53KubernetesAuth{ServiceAccountRef: &cmacme.ServiceAccountRef{Name: sa}}}}})
+	}
+	ctx := context.Background()
+	env := providerEnv{hub: hub, namespace: ns, nameservers: []string{home.addr}, userAgent: "certhub-test"} // ambient off: not needed
+	p, err := newProvider(ctx, env, solver(r53.RoleARN, "route53-dns01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Present(ctx, "web.example.test", "_acme-challenge.web.example.test.", "example.test.", "v"); err != nil {
+		t.Fatalf("present with the assumed role: %v", err)
+	}
+	if got := strings.Join(apis.TXT(), ","); got != "route53 _acme-challenge.web.example.test=v" {
+		t.Errorf("records %q", got)
+	}
+	if err := p.CleanUp(ctx, "web.example.test", "_acme-challenge.web.example.test.", "example.test.", "v"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newProvider(ctx, env, solver("arn:aws:iam::000000000000:role/other", "route53-dns01"))
+	if err == nil || !strings.Contains(err.Error(), "InvalidIdentityToken") {
+		t.Errorf("a role STS refuses: %v, want InvalidIdentityToken", err)
+	}
+	if _, err := newProvider(ctx, env, solver(r53.RoleARN, "")); err == nil || !strings.Contains(err.Error(), "serviceAccountRef needs a name") {
+		t.Errorf("no ServiceAccount name: %v", err)
 	}
 }

@@ -63,7 +63,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Hub", []string{"kubeconfig", "namespace", "identity", "controllers", "metrics-bind-address", "health-probe-bind-address", "pprof-bind-address", "memory-limit-ratio"}},
+	{"Hub", []string{"kubeconfig", "namespace", "identity", "controllers", "metrics-bind-address", "certificate-metrics", "health-probe-bind-address", "pprof-bind-address", "memory-limit-ratio"}},
 	{"Inventory (Argo CD cluster Secrets)", []string{"cluster-secret-namespace", "cluster-selector", "kubeconfig-dir", "downstream-compression",
 		"request-timeout", "exec-plugin-allowlist", "allow-plain-http-clusters", "allow-link-local-clusters"}},
 	{"Sharding", []string{"shard-"}},
@@ -71,7 +71,7 @@ var flagGroups = []struct {
 		"loop-max-issuances", "loop-window"}},
 	{"Issuance policy", []string{"default-policy"}},
 	{"Issuance budget", []string{"issuance-rate", "issuance-reserve", "max-budget-delay"}},
-	{"ACME", []string{"acme-"}},
+	{"ACME", []string{"acme-", "cluster-issuer-ambient-credentials"}},
 	{"Trust bundles", []string{"trust-bundle-"}},
 	{"CA rotation", []string{"rotation-"}},
 	{"Discovery", []string{"discovery-"}},

@@ -128,7 +128,7 @@ func newHarness(t *testing.T, funcs *interceptor.Funcs, indexed bool, objs ...cl
 		opts.Indexer = noIndexer{}
 	}
 	opts.defaults()
-	m, err := newSyncMetrics(opts.Registerer)
+	m, err := newSyncMetrics(opts.Registerer, opts.CertificateMetrics, opts.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package certsync
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,76 +11,131 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/test/fixture"
 )
 
-// The per-Certificate series are made at scrape time from one record per
-// Certificate: what was observed last is reported, a forgotten Certificate
-// or cluster is not, and each cluster's violations are counted.
+// The series are made at scrape time from one record per Certificate, for
+// the Certificates --certificate-metrics selects: at "problems" only the
+// not-Ready, overdue or soon-expiring ones have series of their own
+// (expiration, renewal, ready, info), at "all" every one has cert-manager's
+// set, at "none" none; every mode reports each cluster's counts by
+// readiness, soonest expiry and violations. A forgotten Certificate or
+// cluster is not reported.
 func TestCertificateSeriesFollowWhatWasObserved(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	m, err := newSyncMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := func(s int64) *metav1.Time { v := metav1.NewTime(time.Unix(s, 0)); return &v }
+	now := time.Unix(1_000_000_000, 0)
+	at := func(d time.Duration) *metav1.Time { v := metav1.NewTime(now.Add(d)); return &v }
 	certificate := func(name string) *cmapi.Certificate {
 		c := testCertificate()
 		c.Namespace, c.Name = "apps", name
 		return c
 	}
-	web := certificate("web")
-	web.Status = cmapi.CertificateStatus{NotBefore: at(100), NotAfter: at(1000), RenewalTime: at(700),
-		Conditions: []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionTrue}}}
-	bad := certificate("bad")
+	ready := []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionTrue}}
+	web := certificate("web") // healthy
+	web.Status = cmapi.CertificateStatus{NotBefore: at(-time.Hour), NotAfter: at(60 * 24 * time.Hour), RenewalTime: at(40 * 24 * time.Hour), Conditions: ready}
+	overdue := certificate("overdue") // Ready, but past its renewal time
+	overdue.Status = cmapi.CertificateStatus{NotAfter: at(20 * 24 * time.Hour), RenewalTime: at(-time.Hour), Conditions: ready}
+	bad := certificate("bad") // not Ready, and the policies no longer allow it
 	bad.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse},
 		{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue}}
-	m.observe("east", web)
-	m.observe("east", bad)
-	m.observe("west", web)
-
-	want := `
-# HELP certhub_certificate_expiration_timestamp_seconds The date after which the certificate expires (notAfter), as a Unix timestamp.
-# TYPE certhub_certificate_expiration_timestamp_seconds gauge
-certhub_certificate_expiration_timestamp_seconds{cluster="east",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 1000
-certhub_certificate_expiration_timestamp_seconds{cluster="west",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 1000
-# HELP certhub_certificate_ready_status The Ready condition of the Certificate: 1 for the current condition value, 0 for the others.
-# TYPE certhub_certificate_ready_status gauge
-certhub_certificate_ready_status{cluster="east",condition="False",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="bad",namespace="apps"} 1
-certhub_certificate_ready_status{cluster="east",condition="False",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 0
-certhub_certificate_ready_status{cluster="east",condition="True",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="bad",namespace="apps"} 0
-certhub_certificate_ready_status{cluster="east",condition="True",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 1
-certhub_certificate_ready_status{cluster="east",condition="Unknown",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="bad",namespace="apps"} 0
-certhub_certificate_ready_status{cluster="east",condition="Unknown",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 0
-certhub_certificate_ready_status{cluster="west",condition="False",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 0
-certhub_certificate_ready_status{cluster="west",condition="True",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 1
-certhub_certificate_ready_status{cluster="west",condition="Unknown",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="web",namespace="apps"} 0
-# HELP certhub_certificate_policy_violations Issued certificates the issuance policies no longer allow (condition PolicyViolation=True; not revoked).
+	observe := func(m *syncMetrics) {
+		m.observe("east", web)
+		m.observe("east", overdue)
+		m.observe("east", bad)
+		m.observe("west", web)
+	}
+	perCluster := fmt.Sprintf(`
+# HELP certhub_certificates Certificates of the cluster by Ready condition value; no series for a value no Certificate has.
+# TYPE certhub_certificates gauge
+certhub_certificates{cluster="east",ready="False"} 1
+certhub_certificates{cluster="east",ready="True"} 2
+certhub_certificates{cluster="west",ready="True"} 1
+# HELP certhub_cluster_soonest_expiration_timestamp_seconds The soonest notAfter of the cluster's Certificates, as a Unix timestamp.
+# TYPE certhub_cluster_soonest_expiration_timestamp_seconds gauge
+certhub_cluster_soonest_expiration_timestamp_seconds{cluster="east"} %[1]d
+certhub_cluster_soonest_expiration_timestamp_seconds{cluster="west"} %[2]d
+# HELP certhub_certificate_policy_violations Issued certificates the issuance policies no longer allow (condition PolicyViolation=True; not revoked); no series while none.
 # TYPE certhub_certificate_policy_violations gauge
 certhub_certificate_policy_violations{cluster="east"} 1
-certhub_certificate_policy_violations{cluster="west"} 0
-`
-	names := []string{metricExpiration, metricReady, metricViolations}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
-		t.Error(err)
+`, overdue.Status.NotAfter.Unix(), web.Status.NotAfter.Unix())
+	cases := []struct {
+		mode   string
+		series string // per Certificate
+		count  int    // every series of the table
+	}{
+		{CertificateMetricsProblems, fmt.Sprintf(`
+# HELP certhub_certificate_ready_status 1 for the Certificate's current Ready condition value (one series per Certificate).
+# TYPE certhub_certificate_ready_status gauge
+certhub_certificate_ready_status{cluster="east",condition="False",name="bad",namespace="apps"} 1
+certhub_certificate_ready_status{cluster="east",condition="True",name="overdue",namespace="apps"} 1
+# HELP certhub_certificate_info 1 per Certificate with series, labelled with its issuer (join on cluster, namespace, name).
+# TYPE certhub_certificate_info gauge
+certhub_certificate_info{cluster="east",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="bad",namespace="apps"} 1
+certhub_certificate_info{cluster="east",issuer_group="cert-manager.io",issuer_kind="ClusterIssuer",issuer_name="ca",name="overdue",namespace="apps"} 1
+# HELP certhub_certificate_renewal_timestamp_seconds When certhub will renew the certificate, as a Unix timestamp.
+# TYPE certhub_certificate_renewal_timestamp_seconds gauge
+certhub_certificate_renewal_timestamp_seconds{cluster="east",name="overdue",namespace="apps"} %d
+`, overdue.Status.RenewalTime.Unix()), 6 + 6},
+		{CertificateMetricsAll, "", 6 + 2*6 + 5 + 2}, // web ×2: 6 series each; overdue: 5 (no notBefore); bad: ready and info
+		{CertificateMetricsNone, "", 6},
 	}
-	if n := testutil.CollectAndCount(m.certs, metricRenewal); n != 2 {
-		t.Errorf("renewal series: %d, want 2 (bad has no renewal time)", n)
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			m, err := newSyncMetrics(reg, tc.mode, clocktesting.NewFakePassiveClock(now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			observe(m)
+			names := []string{metricCerts, metricSoonest, metricViolations}
+			want := perCluster
+			if tc.series != "" {
+				names = append(names, metricReady, metricInfo, metricRenewal)
+				want += tc.series
+			}
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+				t.Error(err)
+			}
+			if n := testutil.CollectAndCount(m.certs); n != tc.count {
+				t.Errorf("%d series, want %d", n, tc.count)
+			}
+			m.forget("east", "apps", "bad")
+			if got := m.violations("east"); got != 0 {
+				t.Errorf("east violations after forgetting bad: %d", got)
+			}
+		})
 	}
+}
 
-	// Re-observed with another issuer: one set of series, the new labels.
-	web.Spec.IssuerRef.Name = "other"
-	m.observe("west", web)
-	if n := testutil.CollectAndCount(m.certs, metricExpiration); n != 2 {
-		t.Errorf("expiration series after an issuer change: %d, want 2", n)
+// A cluster that leaves the replica leaves no series behind: every
+// certhub_ series with its cluster label is gone, the other cluster's stay.
+func TestDisengagedClusterLeavesNoSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := newSyncMetrics(reg, CertificateMetricsAll, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	m.forget("east", "apps", "bad")
-	if got := m.violations("east"); got != 0 {
-		t.Errorf("east violations after forgetting bad: %d", got)
+	for _, cluster := range []multicluster.ClusterName{"east", "west"} {
+		crt := testCertificate()
+		crt.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse},
+			{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue}}
+		m.observe(cluster, crt)
+		m.issued(cluster, "success", time.Now())
+		m.issued(cluster, "failed", time.Now())
+		m.loopDetected(cluster)
+		m.budgetWaits.WithLabelValues(string(cluster)).Inc()
+	}
+	if got := fixture.SeriesOfCluster(t, reg, "west"); got == 0 {
+		t.Fatal("no series of west before it left: the test would prove nothing")
 	}
 	m.forgetCluster("west")
-	if n := testutil.CollectAndCount(m.certs, metricReady); n != 3 {
-		t.Errorf("ready series after forgetting west and bad: %d, want 3 (east's web)", n)
+	if got := fixture.SeriesOfCluster(t, reg, "west"); got != 0 {
+		t.Errorf("%d series of west after it left, want 0", got)
+	}
+	if got := fixture.SeriesOfCluster(t, reg, "east"); got == 0 {
+		t.Error("east's series went with west's")
 	}
 }
 

@@ -218,6 +218,11 @@ type Options struct {
 	MaxNames int
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
+	// CertificateMetrics says which Certificates have series of their own
+	// (CertificateMetricsAll, CertificateMetricsProblems or
+	// CertificateMetricsNone; --certificate-metrics). Defaults to
+	// DefaultCertificateMetrics.
+	CertificateMetrics string
 	// LoopMaxIssuances is how many times one generation of a Certificate may
 	// be issued within LoopWindow before the loop guard pauses it (issuances
 	// after a Secret deletion or a manual trigger start the count again).
@@ -281,6 +286,9 @@ func (o *Options) defaults() {
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
+	if o.CertificateMetrics == "" {
+		o.CertificateMetrics = DefaultCertificateMetrics
+	}
 	if o.Registerer == nil {
 		o.Registerer = metrics.Registry
 	}
@@ -293,6 +301,11 @@ func (o Options) Validate() error {
 	}
 	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
 		return errors.New("certsync: RenewalJitter must be in [0, 1]")
+	}
+	switch o.CertificateMetrics {
+	case "", CertificateMetricsAll, CertificateMetricsProblems, CertificateMetricsNone:
+	default:
+		return fmt.Errorf("certsync: CertificateMetrics %q: want %s, %s or %s", o.CertificateMetrics, CertificateMetricsAll, CertificateMetricsProblems, CertificateMetricsNone)
 	}
 	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.MaxConcurrentReconcilesPerCluster < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
 		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, MaxConcurrentReconcilesPerCluster, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
@@ -341,7 +354,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	m, err := newSyncMetrics(opts.Registerer)
+	m, err := newSyncMetrics(opts.Registerer, opts.CertificateMetrics, opts.clock)
 	if err != nil {
 		return err
 	}

@@ -12,22 +12,26 @@ import (
 // Metric names.
 const (
 	// MetricExpiration is each discovered certificate's notAfter, soonest
-	// Options.MaxSeries first.
+	// Options.MaxSeries first; certhub's own are left out (certsync's
+	// series and certhub_cluster_soonest_expiration_timestamp_seconds
+	// report them).
 	MetricExpiration = "certhub_discovered_certificate_expiration_timestamp_seconds"
-	// MetricCertificates counts the discovered certificates by cluster and managed.
+	// MetricCertificates counts the discovered certificates by cluster and
+	// managed (no series for a count of 0).
 	MetricCertificates = "certhub_discovered_certificates"
 	// MetricProblems counts the discovered certificates by cluster and problem.
 	MetricProblems = "certhub_discovered_certificate_problems"
 	// MetricDropped counts the certificates MetricExpiration leaves out.
 	MetricDropped = "certhub_discovered_series_dropped"
-	// MetricReads counts the Secrets read, by cluster and result (Listed:
-	// by the first full read's pages; Read, NotFound, Error: one by one).
+	// MetricReads counts the Secrets read over every cluster, by result
+	// (Listed: by the first full read's pages; Read, NotFound, Error: one
+	// by one).
 	MetricReads = "certhub_discovery_secret_reads_total"
 )
 
 var (
 	descExpiration = prometheus.NewDesc(MetricExpiration,
-		"The notAfter of a TLS certificate found in a downstream Secret (whoever wrote it), as a Unix time; managed is certhub, cert-manager or none.",
+		"The notAfter of a TLS certificate found in a downstream Secret that certhub did not write, as a Unix time; managed is cert-manager or none.",
 		[]string{"cluster", "namespace", "secret", "managed"}, nil)
 	descCertificates = prometheus.NewDesc(MetricCertificates, "TLS certificates found in downstream Secrets, by who manages them.",
 		[]string{"cluster", "managed"}, nil)
@@ -46,7 +50,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, d *Discoverer) (*metrics, error) {
 	m := &metrics{d: d, reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricReads,
-		Help: "Secrets read by discovery (a changed kubernetes.io/tls Secret, or one an Ingress names), by result."}, []string{"cluster", "result"})}
+		Help: "Secrets read by discovery (a changed kubernetes.io/tls Secret, or one an Ingress names), by result."}, []string{"result"})}
 	for _, c := range []prometheus.Collector{m.reads, m} {
 		if err := reg.Register(c); err != nil {
 			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
@@ -82,12 +86,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			for _, p := range r.Problems {
 				problems[p]++
 			}
-			if !r.NotAfter.IsZero() {
+			if !r.NotAfter.IsZero() && r.Managed != ManagedByCerthub {
 				entries = append(entries, entry{cluster: string(name), Record: r})
 			}
 		}
 		for _, managed := range []Managed{ManagedByCerthub, ManagedByCertManager, ManagedByNone} {
-			ch <- prometheus.MustNewConstMetric(descCertificates, prometheus.GaugeValue, float64(counts[managed]), string(name), string(managed))
+			if counts[managed] > 0 {
+				ch <- prometheus.MustNewConstMetric(descCertificates, prometheus.GaugeValue, float64(counts[managed]), string(name), string(managed))
+			}
 		}
 		for p, n := range problems {
 			ch <- prometheus.MustNewConstMetric(descProblems, prometheus.GaugeValue, float64(n), string(name), string(p))

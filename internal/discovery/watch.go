@@ -418,10 +418,10 @@ func (w *watch) listAll(ctx context.Context) error {
 			}
 			page, err := w.secrets.Secrets(ns).List(ctx, metav1.ListOptions{FieldSelector: tlsSecrets, Limit: listPage, Continue: cont})
 			if err != nil {
-				w.d.metrics.reads.WithLabelValues(string(w.name), "Error").Inc()
+				w.d.metrics.reads.WithLabelValues("Error").Inc()
 				return fmt.Errorf("failed to list TLS Secrets: %w", err)
 			}
-			w.d.metrics.reads.WithLabelValues(string(w.name), "Listed").Add(float64(len(page.Items)))
+			w.d.metrics.reads.WithLabelValues("Listed").Add(float64(len(page.Items)))
 			w.st.mu.Lock()
 			for i := range page.Items {
 				s := &page.Items[i]
@@ -452,19 +452,19 @@ func (w *watch) readNext(ctx context.Context) bool {
 	s, err := w.secrets.Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		w.d.metrics.reads.WithLabelValues(string(w.name), "NotFound").Inc()
+		w.d.metrics.reads.WithLabelValues("NotFound").Inc()
 		w.st.mu.Lock()
 		delete(w.st.records, key)
 		w.st.mu.Unlock()
 		return true
 	case err != nil:
-		w.d.metrics.reads.WithLabelValues(string(w.name), "Error").Inc()
+		w.d.metrics.reads.WithLabelValues("Error").Inc()
 		if ctx.Err() == nil {
 			w.log.Error(err, "Failed to read a Secret for discovery", "secret", key)
 		}
 		return true
 	}
-	w.d.metrics.reads.WithLabelValues(string(w.name), "Read").Inc()
+	w.d.metrics.reads.WithLabelValues("Read").Inc()
 	r := inspect(s)
 	s.Data = nil // the key is not kept
 	w.st.mu.Lock()

@@ -151,6 +151,9 @@ type Options struct {
 	// for; more is refused before any other work. Defaults to
 	// issuers.DefaultMaxNames.
 	MaxNamesPerCertificate int
+	// CertificateMetrics is certsync.Options' CertificateMetrics
+	// (--certificate-metrics: all, problems or none). Default problems.
+	CertificateMetrics string
 	// Workers reconcile Certificates of every cluster, at most
 	// WorkersPerCluster of them for one cluster at once (0: half, rounded up).
 	Workers, WorkersPerCluster int
@@ -218,6 +221,7 @@ func NewOptions() *Options {
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
 		MaxNamesPerCertificate:     issuers.DefaultMaxNames,
+		CertificateMetrics:         certsync.DefaultCertificateMetrics,
 		IssuanceReserve:            budget.DefaultReserve,
 		RotationSoak:               5 * time.Minute,
 		RotationPause:              5 * time.Minute,
@@ -310,6 +314,12 @@ func (o *Options) Validate() error {
 	}
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
+	}
+	switch o.CertificateMetrics {
+	case certsync.CertificateMetricsAll, certsync.CertificateMetricsProblems, certsync.CertificateMetricsNone:
+	default:
+		errs = append(errs, fmt.Errorf("--certificate-metrics %q: want %s, %s or %s", o.CertificateMetrics,
+			certsync.CertificateMetricsAll, certsync.CertificateMetricsProblems, certsync.CertificateMetricsNone))
 	}
 	if o.MaxNamesPerCertificate < 1 {
 		errs = append(errs, fmt.Errorf("--max-names-per-certificate (%d) must be at least 1", o.MaxNamesPerCertificate))

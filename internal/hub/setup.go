@@ -292,7 +292,7 @@ func (h *Hub) setupCertsync() error {
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, MaxNames: o.MaxNamesPerCertificate, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
-		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow}); err != nil {
+		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow, CertificateMetrics: o.CertificateMetrics}); err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
 	return nil

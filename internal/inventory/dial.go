@@ -35,7 +35,7 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 		cfg.Dial = guardedDialer(p.opts.ConnectTimeout)
 	}
 	withRequestTimeout(cfg, p.opts.RequestTimeout)
-	p.metrics.instrument(c.Name, cfg)
+	p.metrics.instrument(ctx, c.Name, cfg)
 	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, c) }); err != nil {
 		return nil, shimTimedOut(err, c, p.opts.RequestTimeout)
 	}

@@ -106,11 +106,11 @@ func (p *Provider) engage(source string, c *Cluster) (changed bool, err error) {
 		cancel := e.cancel
 		e.cl, e.cancel = nil, nil
 		p.mu.Unlock()
-		p.metrics.reachable.DeleteLabelValues(string(name)) // the owner reports it
 		if cancel != nil {
 			cancel()
 			p.log.Info("cluster disconnected: another replica owns it", "cluster", name)
 		}
+		p.metrics.forgetCluster(string(name)) // the owner reports it; after cancel, so no request in flight counts again
 		return false, nil
 	}
 	if e.cancel != nil { // connected, or connecting on another path

@@ -114,7 +114,7 @@ func (p *Provider) scanDir(dir string, failed map[string]string) {
 	p.mu.Unlock()
 	for _, source := range gone {
 		if name, ok := p.remove(source); ok {
-			p.metrics.reachable.DeleteLabelValues(string(name))
+			p.metrics.forgetCluster(string(name))
 			log.Info("cluster disengaged: its kubeconfig is gone", "cluster", name)
 		}
 	}

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -35,7 +36,7 @@ func newInventoryMetrics(reg prometheus.Registerer) (*inventoryMetrics, error) {
 		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricInvalid,
 			Help: "1 for each cluster Secret that cannot be parsed or duplicates another's name, by Secret and reason."}, []string{"secret", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricRequests,
-			Help: "Requests from this replica to downstream API servers, by cluster and HTTP code (\"error\" when no response)."}, []string{"cluster", "code"}),
+			Help: "Requests from this replica to downstream API servers, by cluster and HTTP code class (2xx, 3xx, 4xx, 5xx; \"error\" when no response)."}, []string{"cluster", "code"}),
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricConnected,
 			Help: "Downstream clusters this replica is connected to and caches: those it owns or keeps warm as a standby."}),
 		watches: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricWatches,
@@ -53,14 +54,19 @@ func newInventoryMetrics(reg prometheus.Registerer) (*inventoryMetrics, error) {
 	return m, nil
 }
 
-// instrument counts every downstream response of cfg's clients by code.
-func (m *inventoryMetrics) instrument(cluster string, cfg *rest.Config) {
+// instrument counts every downstream response of cfg's clients by code
+// class, while ctx (the connection's) lasts: a request still in flight when
+// the cluster left the replica does not bring its series back.
+func (m *inventoryMetrics) instrument(ctx context.Context, cluster string, cfg *rest.Config) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
+			if ctx.Err() != nil {
+				return resp, err
+			}
 			code := "error"
 			if err == nil {
-				code = strconv.Itoa(resp.StatusCode)
+				code = codeClass(resp.StatusCode)
 			}
 			m.requests.WithLabelValues(cluster, code).Inc()
 			if err == nil && resp.StatusCode == http.StatusOK && req.URL.Query().Get("watch") == "true" {
@@ -71,6 +77,24 @@ func (m *inventoryMetrics) instrument(cluster string, cfg *rest.Config) {
 			return resp, err
 		})
 	})
+}
+
+// codeClass is an HTTP status code's class ("2xx", …): a handful of series
+// per cluster, whatever codes the API server answers.
+func codeClass(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// forgetCluster deletes every series of a cluster this replica no longer
+// connects to (its owner reports it).
+func (m *inventoryMetrics) forgetCluster(cluster string) {
+	l := prometheus.Labels{"cluster": cluster}
+	m.reachable.DeletePartialMatch(l)
+	m.requests.DeletePartialMatch(l)
+	m.watches.DeletePartialMatch(l)
 }
 
 // watchBody counts an open watch until its body is closed.

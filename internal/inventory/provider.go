@@ -480,7 +480,7 @@ func (p *Provider) reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if secret == nil || secret.DeletionTimestamp != nil || !p.serves(secret.Labels) {
 		p.metrics.invalid.DeletePartialMatch(prometheus.Labels{"secret": req.String()})
 		if name, ok := p.remove(req.String()); ok {
-			p.metrics.reachable.DeleteLabelValues(string(name))
+			p.metrics.forgetCluster(string(name))
 			log.Info("cluster disengaged: its Secret is gone", "cluster", name)
 			if secret != nil {
 				p.recorder.Eventf(secret, nil, corev1.EventTypeNormal, ReasonClusterDisengaged, "Disengage",

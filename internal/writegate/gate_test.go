@@ -173,13 +173,10 @@ func TestGateWrites(t *testing.T) {
 					t.Errorf("Event %q; want ClusterConflict naming the Lease's holder", ev)
 				}
 			}
-			// One series, 1 on a conflict; none for a cluster never looked at.
-			series, want := 1, 0.0
+			// One series, 1, on a conflict; none otherwise.
+			series, want := 0, 0.0
 			if tc.conflict {
-				want = 1
-			}
-			if tc.mode == "off" {
-				series = 0
+				series, want = 1, 1
 			}
 			got, _ := fixture.GaugeIn(t, b.reg, "certhub_cluster_conflict", map[string]string{"cluster": "c1"})
 			if n := testutil.CollectAndCount(b.reg, "certhub_cluster_conflict"); n != series || got != want {

@@ -18,7 +18,7 @@ func newGateMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_cluster_mode",
 			Help: "1 for the cluster's mode (certhub.io/mode: issue, observe, off, force-issue, external), for the clusters this replica owns."}, []string{"cluster", "mode"}),
 		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_cluster_conflict",
-			Help: "1 while cert-manager is seen active in the cluster (the hub writes nothing there unless its mode is force-issue)."}, []string{"cluster"}),
+			Help: "1 while cert-manager is seen active in the cluster (the hub writes nothing there unless its mode is force-issue); no series otherwise."}, []string{"cluster"}),
 		plan: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_migration_plan_certificates",
 			Help: "Certificates of a cluster the hub does not write in, by what it would do (Keep, Adopt, Reissue, Issue, Refuse)."}, []string{"cluster", "action"}),
 	}
@@ -39,12 +39,14 @@ func (m *gateMetrics) setMode(name multicluster.ClusterName, mode Mode) {
 	m.mode.WithLabelValues(string(name), string(mode)).Set(1)
 }
 
+// setConflict keeps a series only while there is a conflict: a healthy
+// cluster costs none.
 func (m *gateMetrics) setConflict(name multicluster.ClusterName, on bool) {
-	v := 0.0
-	if on {
-		v = 1
+	if !on {
+		m.conflict.DeleteLabelValues(string(name))
+		return
 	}
-	m.conflict.WithLabelValues(string(name)).Set(v)
+	m.conflict.WithLabelValues(string(name)).Set(1)
 }
 
 func (m *gateMetrics) setPlan(name multicluster.ClusterName, counts map[Action]int) {

@@ -60,15 +60,15 @@ func Build() (dashboard.Dashboard, error) { //nolint:staticcheck // the classic 
 			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(certhub_cluster_reachable, cluster)`)}).
 			Multi(true).IncludeAll(true).AllValue(".*").Refresh(dashboard.VariableRefreshOnTimeRangeChanged)).
 		WithRow(dashboard.NewRowBuilder("Fleet expiry")).
-		WithPanel(heatmap.NewPanelBuilder().Title("Days to expiry of the hub's certificates").
-			Description("Each certificate certhub issued, by days left before notAfter, over time: a renewal wave shows as a band moving up.").
+		WithPanel(heatmap.NewPanelBuilder().Title("Days to expiry of the hub's certificates that need a look").
+			Description("Each certificate certhub issued that is not Ready, past its renewal time or expiring within 7 days (every one with --certificate-metrics=all), by days left before notAfter.").
 			Datasource(ds).Height(8).Span(12).Calculate(true).
 			WithTarget(query(`(certhub_certificate_expiration_timestamp_seconds{`+sel+`} - time()) / 86400`, "{{cluster}}/{{namespace}}/{{name}}"))).
-		WithPanel(series("Soonest expiry by cluster", "Days until the first certificate of each cluster expires: the hub's own, and every TLS certificate discovery found (cert-manager's and unmanaged ones too).", "d",
-			query(`min by (cluster) (certhub_certificate_expiration_timestamp_seconds{`+sel+`} - time()) / 86400`, "{{cluster}} (certhub)"),
-			query(`min by (cluster) (certhub_discovered_certificate_expiration_timestamp_seconds{`+sel+`} - time()) / 86400`, "{{cluster}} (all found)"))).
+		WithPanel(series("Soonest expiry by cluster", "Days until the first certificate of each cluster expires: the hub's own, and every other TLS certificate discovery found (cert-manager's and unmanaged ones).", "d",
+			query(`min by (cluster) (certhub_cluster_soonest_expiration_timestamp_seconds{`+sel+`} - time()) / 86400`, "{{cluster}} (certhub)"),
+			query(`min by (cluster) (certhub_discovered_certificate_expiration_timestamp_seconds{`+sel+`} - time()) / 86400`, "{{cluster}} (others found)"))).
 		WithPanel(table.NewPanelBuilder().Title("Discovered certificates expiring first").
-			Description("Every TLS Secret in the fleet, whoever wrote it; managed none: nobody renews it. certhub status --discovered lists them with issuer, key and problems.").
+			Description("Every TLS Secret in the fleet certhub did not write; managed none: nobody renews it. certhub status --discovered lists them with issuer, key and problems.").
 			Datasource(ds).Height(8).Span(12).Unit("d").
 			WithTarget(instant(`bottomk(25, (certhub_discovered_certificate_expiration_timestamp_seconds{` + sel + `} - time()) / 86400)`))).
 		WithPanel(stat.NewPanelBuilder().Title("Discovered problems").
@@ -77,7 +77,7 @@ func Build() (dashboard.Dashboard, error) { //nolint:staticcheck // the classic 
 			WithTarget(query(`sum by (problem) (certhub_discovered_certificate_problems{`+sel+`})`, "{{problem}}"))).
 		WithRow(dashboard.NewRowBuilder("Renewal waves and budgets")).
 		WithPanel(series("Issuances", "Certificates issued per second, by result.", "ops",
-			query(`sum by (result) (rate(certhub_certificate_issuance_duration_seconds_count{`+sel+`}[$__rate_interval]))`, "{{result}}"))).
+			query(`sum by (result) (rate(certhub_certificate_issuances_total{`+sel+`}[$__rate_interval]))`, "{{result}}"))).
 		WithPanel(series("Waiting for the issuance budget", "Certificates starting to wait for --issuance-rate, per second, by cluster: a storm being flattened.", "ops",
 			query(`sum by (cluster) (rate(certhub_certificate_budget_waits_total{`+sel+`}[$__rate_interval]))`, "{{cluster}}"))).
 		WithPanel(series("ACME budget left", "Tokens left in each ACME ClusterIssuer's shared rate-limit buckets (orders, and per registered domain).", "short",
@@ -102,8 +102,8 @@ func Build() (dashboard.Dashboard, error) { //nolint:staticcheck // the classic 
 			WithTarget(query(`max by (cluster) (certhub_cluster_reachable{`+sel+`})`, "{{cluster}}"))).
 		WithPanel(table.NewPanelBuilder().Title("Certificates ready, not ready and in violation").
 			Datasource(ds).Height(8).Span(12).
-			WithTarget(instant(`sum by (cluster) (certhub_certificate_ready_status{condition="True",` + sel + `})`)).
-			WithTarget(instant(`sum by (cluster) (certhub_certificate_ready_status{condition="False",` + sel + `})`)).
+			WithTarget(instant(`sum by (cluster) (certhub_certificates{ready="True",` + sel + `})`)).
+			WithTarget(instant(`sum by (cluster) (certhub_certificates{ready="False",` + sel + `})`)).
 			WithTarget(instant(`sum by (cluster) (certhub_certificate_policy_violations{` + sel + `})`))).
 		WithPanel(series("cert-manager still active (ClusterConflict)", "1 while cert-manager is active in a cluster the hub should issue in.", "short",
 			query(`max by (cluster) (certhub_cluster_conflict{`+sel+`})`, "{{cluster}}"))).

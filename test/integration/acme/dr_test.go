@@ -69,7 +69,7 @@ func TestRebuiltHubKeepsTheACMEAccount(t *testing.T) {
 	// then a quiet spell: nothing is ordered again.
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, fixture.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		m, err := second.Metrics(ctx)
-		return err == nil && m.Sum("certhub_certificate_ready_status", map[string]string{"condition": "True"}) == float64(len(crts)), nil
+		return err == nil && m.Sum("certhub_certificates", map[string]string{"ready": "True"}) == float64(len(crts)), nil
 	})
 	if err != nil {
 		t.Fatalf("the rebuilt hub never decided the Certificates Ready")

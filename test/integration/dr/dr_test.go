@@ -56,7 +56,7 @@ func readyOnReplica(t *testing.T, r *fleet.Replica, n int) {
 		if err != nil {
 			return false, nil
 		}
-		last = m.Sum("certhub_certificate_ready_status", map[string]string{"condition": "True"})
+		last = m.Sum("certhub_certificates", map[string]string{"ready": "True"})
 		return last == float64(n), nil
 	})
 	if err != nil {

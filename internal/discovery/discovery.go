@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,12 @@ type Options struct {
 	// cluster switched to external stops being read at once, one switched
 	// back is read again, without a new engagement. Nil: everywhere.
 	MayRead func(name multicluster.ClusterName) bool
+	// Written returns the Secret key of a cluster at resourceVersion rv as
+	// this replica last wrote or read it (the hub's Secret store,
+	// secretcache.Store.At), nil when it holds another version: a Secret
+	// certhub just wrote is then inspected without reading it again. Nil:
+	// every changed Secret is read.
+	Written func(name multicluster.ClusterName, key client.ObjectKey, rv string) *corev1.Secret
 	// ReadQPS and ReadBurst bound the Secret reads in each cluster; they
 	// have their own client-side limiter, apart from the issuing clients'.
 	// Default DefaultReadQPS, DefaultReadBurst.
@@ -145,6 +152,14 @@ type clusterState struct {
 	synced bool
 	// reported is the digest of the last report written.
 	reported [sha256.Size]byte
+}
+
+// typedVersion is the resourceVersion the metadata watch last showed for
+// key ("" when it holds none).
+func (st *clusterState) typedVersion(key types.NamespacedName) string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.typed[key]
 }
 
 // served reports whether an Ingress names key; st.mu held.

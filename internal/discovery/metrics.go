@@ -25,7 +25,7 @@ const (
 	MetricDropped = "certhub_discovered_series_dropped"
 	// MetricReads counts the Secrets read over every cluster, by result
 	// (Listed: by the first full read's pages; Read, NotFound, Error: one
-	// by one).
+	// by one; Written: not read, the hub wrote that version).
 	MetricReads = "certhub_discovery_secret_reads_total"
 )
 

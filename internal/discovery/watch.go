@@ -439,6 +439,19 @@ func (w *watch) listAll(ctx context.Context) error {
 	return nil
 }
 
+// written is key's Secret at the version the watch last showed, when the
+// hub's Secret store holds it (certhub wrote it): no read. nil otherwise.
+func (w *watch) written(key client.ObjectKey) *corev1.Secret {
+	if w.d.opts.Written == nil {
+		return nil
+	}
+	rv := w.st.typedVersion(key)
+	if rv == "" {
+		return nil
+	}
+	return w.d.opts.Written(w.name, key, rv)
+}
+
 // readNext reads one queued Secret; false when the queue is shut down.
 func (w *watch) readNext(ctx context.Context) bool {
 	key, shutdown := w.queue.Get()
@@ -449,7 +462,12 @@ func (w *watch) readNext(ctx context.Context) bool {
 	if !w.d.mayRead(w.name) {
 		return true // the mode changed: the watch is being stopped
 	}
-	s, err := w.secrets.Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	s, readResult := w.written(key), "Written"
+	var err error
+	if s == nil {
+		readResult = "Read"
+		s, err = w.secrets.Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		w.d.metrics.reads.WithLabelValues("NotFound").Inc()
@@ -464,7 +482,7 @@ func (w *watch) readNext(ctx context.Context) bool {
 		}
 		return true
 	}
-	w.d.metrics.reads.WithLabelValues("Read").Inc()
+	w.d.metrics.reads.WithLabelValues(readResult).Inc()
 	r := inspect(s)
 	s.Data = nil // the key is not kept
 	w.st.mu.Lock()

@@ -8,11 +8,18 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/certhub/certhub/test/fixture"
 )
 
 func secretMeta(ns, name, rv string) *metav1.PartialObjectMetadata {
@@ -140,5 +147,49 @@ func TestHandleUntilEngagementEnds(t *testing.T) {
 		return inf.count() == 1, nil
 	}); err != nil {
 		t.Fatalf("%d handlers registered after the first engagement ended, want 1", inf.count())
+	}
+}
+
+// A Secret the hub holds at the version the watch shows (it wrote it) is
+// inspected without a read; another version, or one the hub does not
+// hold, is read from the API server.
+func TestWrittenSecretsAreNotReadAgain(t *testing.T) {
+	now := time.Now()
+	written := fixture.TLSSecret(t, "apps", "web", fixture.WithValidity(now, now.Add(90*24*time.Hour)))
+	written.ResourceVersion = "7"
+	other := fixture.TLSSecret(t, "apps", "other", fixture.WithValidity(now, now.Add(30*24*time.Hour)))
+	other.ResourceVersion = "3"
+	cs := k8sfake.NewClientset(written.DeepCopy(), other.DeepCopy())
+	d, _, _ := newTestDiscoverer(t, nil, now, func(o *Options) {
+		o.Written = func(_ multicluster.ClusterName, key client.ObjectKey, rv string) *corev1.Secret {
+			if key == client.ObjectKeyFromObject(written) && rv == "7" {
+				return written.DeepCopy()
+			}
+			return nil
+		}
+	})
+	st := addCluster(d, "east")
+	st.typed[client.ObjectKeyFromObject(written)] = "7"
+	st.typed[client.ObjectKeyFromObject(other)] = "3"
+	w := &watch{d: d, name: "east", st: st, secrets: cs.CoreV1(), queue: newQueue()}
+	for _, s := range []*corev1.Secret{written, other} {
+		w.queue.Add(client.ObjectKeyFromObject(s))
+		if !w.readNext(context.Background()) {
+			t.Fatal("queue shut down")
+		}
+	}
+	var gets []string
+	for _, a := range cs.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok && a.GetVerb() == "get" {
+			gets = append(gets, g.GetName())
+		}
+	}
+	if !slices.Equal(gets, []string{"other"}) {
+		t.Errorf("Secrets read: %v, want only other (web was written by the hub at the version the watch shows)", gets)
+	}
+	for _, s := range []*corev1.Secret{written, other} {
+		if r := st.records[client.ObjectKeyFromObject(s)]; r.NotAfter.IsZero() {
+			t.Errorf("%s: not inspected (%+v)", s.Name, r)
+		}
 	}
 }

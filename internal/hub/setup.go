@@ -360,7 +360,7 @@ func (h *Hub) setupDiscovery() error {
 		Namespaces: h.provider.Namespaces, MayRead: func(name multicluster.ClusterName) bool {
 			mode, _ := writegate.ModeOf(h.provider.ClusterLabels(name))
 			return mode != writegate.External // keys stay in the cluster: not even discovery reads them
-		}, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
+		}, Written: h.secrets.At, ReadQPS: float32(o.DiscoveryReadQPS), MaxSeries: o.DiscoveryMaxSeries, ReportInterval: o.DiscoveryReportInterval,
 		Registerer: crmetrics.Registry, Log: ctrl.Log.WithName("discovery")})
 	if err != nil {
 		return fmt.Errorf("failed to set up discovery: %w", err)

@@ -65,6 +65,13 @@ func (s *Store) get(name multicluster.ClusterName, key types.NamespacedName, rv 
 	return nil
 }
 
+// At returns a copy of Secret key of a cluster at resourceVersion rv, as
+// this replica last read or wrote it; nil when it holds another version
+// (discovery.Options.Written).
+func (s *Store) At(name multicluster.ClusterName, key client.ObjectKey, rv string) *corev1.Secret {
+	return s.get(name, key, rv)
+}
+
 // Put holds sec (a Secret certhub manages, as read or written).
 func (s *Store) Put(name multicluster.ClusterName, sec *corev1.Secret) {
 	s.mu.Lock()

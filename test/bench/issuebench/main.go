@@ -47,6 +47,10 @@ type Result struct {
 	// WritesBy the same by verb and resource.
 	WritesPerCert float64            `json:"downstreamWritesPerCertificate,omitempty"`
 	WritesBy      map[string]float64 `json:"downstreamWritesPerCertificateBy,omitempty"`
+	// ReadsPerCert is the downstream GETs per issued certificate, ReadsBy
+	// the same by resource.
+	ReadsPerCert float64            `json:"downstreamReadsPerCertificate,omitempty"`
+	ReadsBy      map[string]float64 `json:"downstreamReadsPerCertificateBy,omitempty"`
 	P90MS         float64            `json:"p90Ms,omitempty"`
 	P99MS         float64            `json:"p99Ms,omitempty"`
 	WallS         float64            `json:"wallSeconds,omitempty"`
@@ -198,8 +202,9 @@ func run(n, burst int, out, cases string) error {
 		r := Result{Case: "create→Ready, sequential, " + alg.name, N: n, MedianMS: benchutil.MS(benchutil.Quantile(ds, 0.5)),
 			P90MS: benchutil.MS(benchutil.Quantile(ds, 0.9)), P99MS: benchutil.MS(benchutil.Quantile(ds, 0.99))}
 		r.WritesPerCert, r.WritesBy = benchutil.WritesPerCert(benchutil.Delta(before, after), n)
-		benchutil.Logf("%s: median %.1f ms, p90 %.1f ms, p99 %.1f ms; %.2f downstream writes per certificate %v%s",
-			r.Case, r.MedianMS, r.P90MS, r.P99MS, r.WritesPerCert, r.WritesBy, p1Goal(alg.name, r))
+		r.ReadsPerCert, r.ReadsBy = benchutil.ReadsPerCert(benchutil.Delta(before, after), n)
+		benchutil.Logf("%s: median %.1f ms, p90 %.1f ms, p99 %.1f ms; %.2f downstream writes per certificate %v, %.2f GETs %v%s",
+			r.Case, r.MedianMS, r.P90MS, r.P99MS, r.WritesPerCert, r.WritesBy, r.ReadsPerCert, r.ReadsBy, p1Goal(alg.name, r))
 		results = append(results, r)
 	}
 
@@ -230,15 +235,15 @@ func run(n, burst int, out, cases string) error {
 
 func report(results []Result, out string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nP1/P8 CASE (1 replica, CA issuer)\tN\tMEDIAN\tP90\tP99\tWALL\tCERTS/S\tDOWNSTREAM WRITES/CERT")
+	fmt.Fprintln(tw, "\nP1/P8 CASE (1 replica, CA issuer)\tN\tMEDIAN\tP90\tP99\tWALL\tCERTS/S\tDOWNSTREAM WRITES/CERT\tGETS/CERT")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.N, f(r.MedianMS, "ms"), f(r.P90MS, "ms"), f(r.P99MS, "ms"),
-			f(r.WallS, "s"), f(r.PerSec, ""), f(r.WritesPerCert, ""))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, r.N, f(r.MedianMS, "ms"), f(r.P90MS, "ms"), f(r.P99MS, "ms"),
+			f(r.WallS, "s"), f(r.PerSec, ""), f(r.WritesPerCert, ""), f(r.ReadsPerCert, ""))
 	}
 	_ = tw.Flush()
 	for _, r := range results {
 		if r.WritesBy != nil {
-			fmt.Printf("  writes per certificate, %s: %v\n", r.Case, r.WritesBy)
+			fmt.Printf("  writes per certificate, %s: %v; GETs: %v\n", r.Case, r.WritesBy, r.ReadsBy)
 		}
 	}
 	path, err := benchutil.WriteJSON("issue", out, results)

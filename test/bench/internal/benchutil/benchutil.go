@@ -179,6 +179,22 @@ func (r Request) Write() bool {
 	return false
 }
 
+// ReadsPerCert is the GETs of single objects in d by n issued
+// certificates (lists and watches are not counted), and the same by
+// resource: what the write path reads per issuance.
+func ReadsPerCert(d map[Request]float64, n int) (float64, map[string]float64) {
+	by := map[string]float64{}
+	total := 0.0
+	for k, v := range d {
+		if k.Verb != "GET" || k.Resource == "leases" {
+			continue
+		}
+		by[k.Resource] += v / float64(n)
+		total += v
+	}
+	return total / float64(n), by
+}
+
 // Requests scrapes the API server's apiserver_request_total counters.
 func Requests(ctx context.Context, cfg *rest.Config) (map[Request]float64, error) {
 	m, err := fleet.APIServerMetrics(ctx, cfg)

@@ -51,10 +51,10 @@ type Result struct {
 	// the same by resource.
 	ReadsPerCert float64            `json:"downstreamReadsPerCertificate,omitempty"`
 	ReadsBy      map[string]float64 `json:"downstreamReadsPerCertificateBy,omitempty"`
-	P90MS         float64            `json:"p90Ms,omitempty"`
-	P99MS         float64            `json:"p99Ms,omitempty"`
-	WallS         float64            `json:"wallSeconds,omitempty"`
-	PerSec        float64            `json:"certsPerSecond,omitempty"`
+	P90MS        float64            `json:"p90Ms,omitempty"`
+	P99MS        float64            `json:"p99Ms,omitempty"`
+	WallS        float64            `json:"wallSeconds,omitempty"`
+	PerSec       float64            `json:"certsPerSecond,omitempty"`
 	// Tokens are the budget's tokens each namespace used (issuances made)
 	// while the case was measured: the fairness row's share per tenant.
 	Tokens map[string]int `json:"tokensByNamespace,omitempty"`

@@ -91,7 +91,7 @@ func TestProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = p.probe(context.Background(), &rest.Config{Host: srv.URL}, &Cluster{Name: "x", Namespaces: []string{"team-a"}})
+		err = p.probe(context.Background(), &rest.Config{Host: srv.URL}, srv.Client(), &Cluster{Name: "x", Namespaces: []string{"team-a"}})
 		srv.Close()
 		switch {
 		case tt.want == "" && err != nil:

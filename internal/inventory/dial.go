@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,10 +37,18 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 	}
 	withRequestTimeout(cfg, p.opts.RequestTimeout)
 	p.metrics.instrument(ctx, c.Name, cfg)
-	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, c) }); err != nil {
+	// One HTTP client for the probe and the cluster's clients and caches:
+	// one TLS handshake per connect, not one per transport.
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the HTTP client of %s: %w", c.Name, err)
+	}
+	if err := withinDeadline(ctx, p.opts.ConnectTimeout+time.Second, "the first request to "+c.Name, func() error { return p.probe(ctx, cfg, httpClient, c) }); err != nil {
+		httpClient.CloseIdleConnections()
 		return nil, shimTimedOut(err, c, p.opts.RequestTimeout)
 	}
 	opts := append([]cluster.Option{func(o *cluster.Options) {
+		o.HTTPClient = httpClient
 		o.Scheme = p.opts.Scheme
 		o.Logger = log
 		o.MapperProvider = leanMapper
@@ -97,10 +106,10 @@ func (p *Provider) dial(ctx context.Context, log logr.Logger, c *Cluster) (clust
 // Certificates (in the first registered namespace, if scoped) — so unreachable
 // servers, bad or anonymous credentials, missing RBAC and missing CRDs are
 // reported before anything is engaged.
-func (p *Provider) probe(ctx context.Context, cfg *rest.Config, c *Cluster) error {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = p.opts.ConnectTimeout
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+func (p *Provider) probe(ctx context.Context, cfg *rest.Config, httpClient *http.Client, c *Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
+	defer cancel()
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return fmt.Errorf("failed to build client: %w", err)
 	}

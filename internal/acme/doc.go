@@ -44,7 +44,7 @@
 // order carries "replaces" and takes no budget (Let's Encrypt exempts it);
 // refused, it is ordered as new and takes its budget then.
 //
-// Contract: SetupWithManager(mgr, Options) adds both controllers to the
-// hub's manager; the package writes only the account key Secret (create),
+// Contract: New(Options) returns the Service; its SetupWithManager(mgr)
+// adds both controllers to the hub's manager; the package writes only the account key Secret (create),
 // ClusterIssuer status, ACMEOrders and their key Secrets, all in the hub.
 package acme

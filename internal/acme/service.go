@@ -178,9 +178,9 @@ type Service struct {
 	ari  ariCache
 }
 
-// SetupWithManager adds the account and order controllers of ACME
-// ClusterIssuers to the hub's manager and returns the Service.
-func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
+// New returns the Service of ACME ClusterIssuers; SetupWithManager adds its
+// controllers to the hub's manager.
+func New(opts Options) (*Service, error) {
 	if opts.Namespace == "" {
 		return nil, errors.New("acme: Namespace is required")
 	}
@@ -192,8 +192,15 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{hub: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}, webhook: newWebhookCaller(opts.RESTConfig),
-		ariSlots: make(chan struct{}, opts.MaxConcurrentOrders), ari: ariCache{m: map[string]*ariEntry{}}}
+	return &Service{opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}, webhook: newWebhookCaller(opts.RESTConfig),
+		ariSlots: make(chan struct{}, opts.MaxConcurrentOrders), ari: ariCache{m: map[string]*ariEntry{}}}, nil
+}
+
+// SetupWithManager adds the account and order controllers to the hub's
+// manager; the Service reads and writes through its client.
+func (s *Service) SetupWithManager(mgr ctrl.Manager) error {
+	opts := s.opts
+	s.hub, s.live = mgr.GetClient(), mgr.GetAPIReader()
 	r := &accounts{cl: mgr.GetClient(), live: mgr.GetAPIReader(), opts: opts, rec: mgr.GetEventRecorder("certhub-acme")}
 	isACME := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		ci, ok := o.(*cmapi.ClusterIssuer)
@@ -202,19 +209,19 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Service, error) {
 	if err := builder.ControllerManagedBy(mgr).Named("acme-account").
 		For(&cmapi.ClusterIssuer{}, builder.WithPredicates(isACME, predicate.Or(predicate.GenerationChangedPredicate{}, createOnly{}))).
 		Complete(r); err != nil {
-		return nil, err
+		return err
 	}
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == opts.Namespace })
 	if err := builder.ControllerManagedBy(mgr).Named("acme-order").
 		For(&hubapi.ACMEOrder{}, builder.WithPredicates(inNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentOrders}).
 		Complete(reconcile.Func(s.reconcileOrder)); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(s.sweepResumeMarks)); err != nil {
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // Subscribe calls f whenever an order of a downstream Certificate finished

@@ -1,6 +1,8 @@
 package budget
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -85,8 +87,12 @@ const (
 	Urgent
 )
 
-// New returns a Budget; its bucket starts full.
-func New(opts Options) *Budget {
+// New returns a Budget; its bucket starts full. Rate 0 admits everything;
+// a negative or non-finite Rate is refused.
+func New(opts Options) (*Budget, error) {
+	if opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0) {
+		return nil, fmt.Errorf("budget: Rate %v must be a finite number, 0 or more", opts.Rate)
+	}
 	if opts.Burst <= 0 {
 		opts.Burst = 1
 	}
@@ -98,7 +104,7 @@ func New(opts Options) *Budget {
 	}
 	b := &Budget{opts: opts, tokens: opts.Burst, last: opts.Clock.Now()}
 	b.room = newRoom(opts.MaxTenantWaiters, &b.fair)
-	return b
+	return b, nil
 }
 
 // rate is this replica's rate now.

@@ -61,7 +61,7 @@ func TestAdmit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
 			tc.opts.Clock = clk
-			b := New(tc.opts)
+			b := mustNew(t, tc.opts)
 			for i, s := range tc.steps {
 				clk.SetTime(t0.Add(s.at))
 				if got := b.Admit(s.key, Tenant{Cluster: "east", Namespace: "shop"}, s.due, Routine); got != s.want {
@@ -76,7 +76,7 @@ func TestAdmit(t *testing.T) {
 // minute, the admissions follow the rate, nearest due first.
 func TestAdmitFollowsTheRateInOrderOfUrgency(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
-	b := New(Options{Rate: 5, Clock: clk})
+	b := mustNew(t, Options{Rate: 5, Clock: clk})
 	next := map[string]time.Time{}
 	due := map[string]time.Time{}
 	for i := range 100 {
@@ -124,7 +124,7 @@ func TestReserveLeavesALowRateBacklogItsRate(t *testing.T) {
 	for _, rate := range []float64{0.5, 1, 1.33, 2} {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
-			b := New(Options{Rate: rate, Reserve: 0.5, Clock: clk})
+			b := mustNew(t, Options{Rate: rate, Reserve: 0.5, Clock: clk})
 			next := map[string]time.Time{}
 			for i := range 50 {
 				next[fmt.Sprintf("c%02d", i)] = t0
@@ -178,7 +178,7 @@ func TestReserveServesAQuietTenantAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
-			b := New(Options{Rate: 20, Reserve: tc.reserve, Clock: clk})
+			b := mustNew(t, Options{Rate: 20, Reserve: tc.reserve, Clock: clk})
 			flood, quiet := Tenant{Cluster: "east", Namespace: "flood"}, Tenant{Cluster: "east", Namespace: "quiet"}
 			due := t0.Add(time.Hour)
 			next := map[string]time.Time{}
@@ -227,7 +227,7 @@ func BenchmarkAdmit(b *testing.B) {
 	}{{"30000-waiters-one-namespace", 1}, {"30000-waiters-10000-namespaces", 10000}} {
 		b.Run(bc.name, func(b *testing.B) {
 			clk := clocktesting.NewFakePassiveClock(t0)
-			bg := New(Options{Rate: 1e-9, Burst: 1, Clock: clk, MaxTenantWaiters: 30000})
+			bg := mustNew(b, Options{Rate: 1e-9, Burst: 1, Clock: clk, MaxTenantWaiters: 30000})
 			bg.Admit("first", Tenant{Cluster: "c", Namespace: "n"}, t0, Urgent) // takes the only token
 			tenant := func(i int) Tenant {
 				return Tenant{Cluster: fmt.Sprintf("cluster-%d", i%bc.tenants/10), Namespace: fmt.Sprintf("ns-%d", i%bc.tenants)}
@@ -245,4 +245,14 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// mustNew is New for a test's valid options.
+func mustNew(tb testing.TB, opts Options) *Budget {
+	tb.Helper()
+	b, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

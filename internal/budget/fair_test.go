@@ -85,7 +85,7 @@ func TestBudgetSharesFairly(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0)
-			b := New(Options{Rate: 5, Clock: clk})
+			b := mustNew(t, Options{Rate: 5, Clock: clk})
 			as := tenants(clk, tc.flood, tc.quiet, 400, 10)
 			order := simulate(t, clk, 10*time.Millisecond, time.Minute, as, func(a *asker) time.Duration { return b.Admit(a.key, a.tenant, a.due, Routine) })
 			if n := lastQuiet(order, tc.quiet); n == 0 || n > tc.within {
@@ -152,7 +152,7 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0)
-			b := New(Options{Rate: 5, Clock: clk})
+			b := mustNew(t, Options{Rate: 5, Clock: clk})
 			var as []*asker
 			lanes := map[*asker]Lane{}
 			for i := range 400 {

@@ -348,12 +348,22 @@ func CacheOptions() cluster.Option {
 	}
 }
 
-// SetupWithManager registers the Certificate reconciler for every engaged downstream cluster.
-func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+// Syncer is the Certificate reconciler of every engaged downstream
+// cluster, before it is added to a manager.
+type Syncer struct{ opts Options }
+
+// New validates opts and applies their defaults.
+func New(opts Options) (*Syncer, error) {
 	opts.defaults()
 	if err := opts.Validate(); err != nil {
-		return err
+		return nil, err
 	}
+	return &Syncer{opts: opts}, nil
+}
+
+// SetupWithManager registers the Certificate reconciler for every engaged downstream cluster.
+func (s *Syncer) SetupWithManager(mgr mcmanager.Manager) error {
+	opts := s.opts
 	m, err := newSyncMetrics(opts.Registerer, opts.CertificateMetrics, opts.clock)
 	if err != nil {
 		return err
@@ -368,9 +378,12 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 	}
 	r := newReconciler(opts, m, mgr.GetCluster)
 	base := mgr.GetLogger().WithName("certsync")
-	feed := policyfeed.New(base, opts.Policy)
+	feed, err := policyfeed.New(policyfeed.Options{Policy: opts.Policy, Log: base})
+	if err != nil {
+		return err
+	}
 	if opts.Policy != nil || opts.Rotation != nil {
-		if err := mgr.Add(feed); err != nil {
+		if err := feed.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("failed to add policy feed: %w", err)
 		}
 	}
@@ -400,7 +413,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		WatchesRawSource(wakeSource(revocationWaker(opts.Revocation), mgr.GetCluster)). // a certificate selected for revocation
 		WatchesRawSource(migrationSource(opts.Migration, mgr.GetCluster, base)).        // a cluster's mode or conflict changed
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, ReconciliationTimeout: opts.ReconcileTimeout,
-			NewQueue:    fairqueue.New(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers (fairqueue.go)
+			NewQueue:    fairqueue.NewQueue(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers (fairqueue.go)
 			RateLimiter: fairqueue.RetryBackoff()}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {
 			if req == nil {

@@ -175,12 +175,22 @@ func stubUnlessForHub(o any) (any, error) {
 	}, nil
 }
 
-// SetupWithManager registers the signer with the multicluster manager.
-func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+// Signer signs the downstream CertificateRequests that name a hub issuer,
+// before it is added to a manager.
+type Signer struct{ opts Options }
+
+// New validates opts and applies their defaults.
+func New(opts Options) (*Signer, error) {
 	opts.defaults()
 	if err := opts.Validate(); err != nil {
-		return err
+		return nil, err
 	}
+	return &Signer{opts: opts}, nil
+}
+
+// SetupWithManager registers the signer with the multicluster manager.
+func (sg *Signer) SetupWithManager(mgr mcmanager.Manager) error {
+	opts := sg.opts
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return err
@@ -197,7 +207,7 @@ func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
 		WatchesRawSource(modeSource(opts.Modes, mgr.GetCluster, base)).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			NewQueue:                fairqueue.New(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers
+			NewQueue:                fairqueue.NewQueue(opts.MaxConcurrentReconcilesPerCluster), // clusters take turns, each in at most half the workers
 			RateLimiter:             fairqueue.RetryBackoff(),
 		}).
 		WithLogConstructor(func(req *mcreconcile.Request) logr.Logger {

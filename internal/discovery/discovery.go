@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/certhub/certhub/internal/fence"
@@ -126,6 +127,9 @@ func New(opts Options) (*Discoverer, error) {
 	}
 	return d, nil
 }
+
+// SetupWithManager adds d to mgr (the multicluster manager: it is told of every cluster engaged).
+func (d *Discoverer) SetupWithManager(mgr mcmanager.Manager) error { return mgr.Add(d) }
 
 // Start blocks until ctx ends; each cluster's discovery runs from Engage
 // until the cluster's context ends.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -91,6 +92,9 @@ func New(opts Options) (*Pairs, error) {
 	}
 	return &Pairs{opts: opts, metrics: m, written: map[string]string{}, shown: map[multicluster.ClusterName]string{}}, nil
 }
+
+// SetupWithManager adds p to mgr (the multicluster manager: it is told of every cluster engaged).
+func (p *Pairs) SetupWithManager(mgr mcmanager.Manager) error { return mgr.Add(p) }
 
 // Start looks at every pair each Interval until ctx ends.
 func (p *Pairs) Start(ctx context.Context) error {

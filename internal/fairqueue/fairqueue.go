@@ -44,9 +44,9 @@ import (
 // characters.
 const wakeCluster multicluster.ClusterName = "\x00wake"
 
-// New returns a controller's NewQueue: clusters take turns, each in at
+// NewQueue returns a controller's NewQueue: clusters take turns, each in at
 // most perCluster workers at once (0: no bound).
-func New(perCluster int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
+func NewQueue(perCluster int) func(string, workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 	return func(name string, rl workqueue.TypedRateLimiter[mcreconcile.Request]) workqueue.TypedRateLimitingInterface[mcreconcile.Request] {
 		rr := &roundRobin{byCluster: map[multicluster.ClusterName]*namespaces{}, busy: map[multicluster.ClusterName]int{}, perCluster: perCluster}
 		q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[mcreconcile.Request]{Name: name, Queue: rr})

@@ -19,7 +19,7 @@ func req(cluster, name string) mcreconcile.Request {
 
 // A cluster with a backlog does not go first: the others get every other turn.
 func TestFairQueueTakesClustersInTurn(t *testing.T) {
-	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := NewQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 5 {
 		q.Add(req("busy", fmt.Sprintf("b%d", i)))
@@ -41,7 +41,7 @@ func TestFairQueueTakesClustersInTurn(t *testing.T) {
 
 // Within a cluster, a namespace with a backlog does not go first either.
 func TestFairQueueTakesNamespacesInTurn(t *testing.T) {
-	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := NewQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	in := func(ns, name string) mcreconcile.Request {
 		r := req("east", name)
@@ -68,7 +68,7 @@ func TestFairQueueTakesNamespacesInTurn(t *testing.T) {
 // Done) gets no further worker; a neighbour's item added later is taken at
 // once; when one of its items is Done, a waiting worker takes its next one.
 func TestFairQueueBoundsWorkersPerCluster(t *testing.T) {
-	q := New(2)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := NewQueue(2)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 5 {
 		q.Add(req("hung", fmt.Sprintf("h%d", i)))
@@ -101,7 +101,7 @@ func TestFairQueueBoundsWorkersPerCluster(t *testing.T) {
 }
 
 func TestFairQueueWithoutBoundServesOneCluster(t *testing.T) {
-	q := New(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+	q := NewQueue(0)("", workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()
 	for i := range 4 {
 		q.Add(req("only", fmt.Sprintf("o%d", i)))

@@ -13,7 +13,12 @@
 //	   → discovery → standby (DR pairs) → health
 //
 // New validates the Options once, waits for the hub API server and calls one
-// setup function per component (setup.go), in dependency order; Start runs
+// setup function per component (the table in components.go, after the
+// shared dependencies of setupShared), in dependency order. Every component
+// package has one constructor shape: New(Options) (*T, error) validates and
+// defaults, and (*T).SetupWithManager(mgr) adds it to the manager (the
+// multicluster manager for what engages clusters, the hub's for the rest);
+// a package logs through its Options.Log or the manager's logger. Start runs
 // the manager until ctx ends and returns the first error that stopped it;
 // Run is both. The coordinator is typed once: certhub's *shard.Coordinator
 // is the fence, the inventory's Connector and the readiness check. This is the only

@@ -83,7 +83,8 @@ func newCoordinator(cfg *rest.Config, o *Options) (coord mcmanager.Coordinator, 
 			RetryPeriod: o.Shard.RetryPeriod, RenewInterval: o.Shard.RenewInterval, MaxClockSkew: o.Shard.MaxClockSkew,
 			Buckets: o.Shard.Buckets, Standby: o.Shard.Standby,
 			AwaitRegistrations: true, // the provider is its gate (setup.go) and says when
-		}, log)
+			Log:                log,
+		})
 		if err != nil {
 			return nil, nil, err
 		}

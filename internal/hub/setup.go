@@ -53,7 +53,10 @@ func (h *Hub) setupShared() error {
 		}
 	}
 	if o := h.opts; o.IssuanceRate > 0 {
-		h.budget = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight})
+		var err error
+		if h.budget, err = budget.New(budget.Options{Rate: o.IssuanceRate, Reserve: o.IssuanceReserve, Fence: h.fence, Weight: h.weight}); err != nil {
+			return fmt.Errorf("failed to set up the issuance budget: %w", err)
+		}
 	}
 	return nil
 }
@@ -98,7 +101,7 @@ func (h *Hub) setupMigration() error {
 		return err
 	}
 	h.labelSubscribers = append(h.labelSubscribers, h.gate.LabelsChanged)
-	return local.Add(h.gate)
+	return h.gate.SetupWithManager(local)
 }
 
 // weight is each cluster's share of the shared budgets.
@@ -207,10 +210,13 @@ func (h *Hub) setupManager(cfg *rest.Config) error {
 func (h *Hub) setupACME() error {
 	o := h.opts
 	var err error
-	h.acme, err = acme.SetupWithManager(h.mgr.GetLocalManager(), acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: h.weight,
+	h.acme, err = acme.New(acme.Options{Namespace: o.Namespace, Identity: o.Identity, UserAgent: o.UserAgent, Weight: h.weight,
 		DNS01Nameservers: o.ACME.DNS01Nameservers, DNS01CheckAuthoritative: !o.ACME.DNS01NameserversOnly, DNS01Settle: o.ACME.DNS01Settle,
 		PropagationTimeout: o.ACME.PropagationTimeout, HoldDuration: o.ACME.OrderHold, RenewalInfoInterval: o.ACME.RenewalInfoInterval,
 		AmbientCredentials: o.ACME.AmbientCredentials, RESTConfig: h.mgr.GetLocalManager().GetConfig()})
+	if err == nil {
+		err = h.acme.SetupWithManager(h.mgr.GetLocalManager())
+	}
 	if err != nil {
 		return fmt.Errorf("failed to set up ACME: %w", err)
 	}
@@ -236,11 +242,11 @@ func (h *Hub) setupRotation() error {
 		Deadline: o.RotationDeadline, Grace: o.RotationGrace, Clusters: h.provider.Clusters, Scoped: h.provider.NamespaceScoped,
 		GetCluster: h.mgr.GetCluster, Hub: h.mgr.GetLocalManager().GetClient(), Recorder: h.mgr.GetLocalManager().GetEventRecorder("certhub"),
 		BundleName: bundleName(o), BundleKey: o.TrustBundleKey, Registerer: crmetrics.Registry, Fence: h.fence, Identity: o.Identity,
-		Leaf: h.secrets.Leaf}, ctrl.Log.WithName("rotation"))
+		Leaf: h.secrets.Leaf, Log: ctrl.Log.WithName("rotation")})
 	if err != nil {
 		return err
 	}
-	return h.mgr.GetLocalManager().Add(h.rotator)
+	return h.rotator.SetupWithManager(h.mgr.GetLocalManager())
 }
 
 // setupRecord sets up the hub's record of the certificates it signs
@@ -254,7 +260,7 @@ func (h *Hub) setupRecord() error {
 	if err != nil {
 		return fmt.Errorf("failed to set up the record of issued certificates: %w", err)
 	}
-	return local.Add(h.record)
+	return h.record.SetupWithManager(local)
 }
 
 // setupRevocation sets up the CertificateRevocations: renew, then revoke
@@ -269,7 +275,7 @@ func (h *Hub) setupRevocation() error {
 	if err != nil {
 		return fmt.Errorf("failed to set up revocation: %w", err)
 	}
-	if err := h.mgr.Add(h.revoker); err != nil {
+	if err := h.revoker.SetupWithManager(h.mgr); err != nil {
 		return err
 	}
 	if o.CRLBindAddress == "" || o.CRLBindAddress == "0" {
@@ -287,12 +293,16 @@ func (h *Hub) setupCertsync() error {
 	if h.budget != nil {
 		issuanceBudget = h.budget
 	}
-	if err := certsync.SetupWithManager(h.mgr, certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
+	syncer, err := certsync.New(certsync.Options{Wake: h.acme, RenewalAdvice: h.acme, Rotation: h.rotator, Budget: issuanceBudget, Indexer: h.provider,
 		Revocation: h.revoker, Secrets: &h.secrets, Record: h.record,
 		MaxBudgetDelay: o.MaxBudgetDelay, RenewalJitter: o.RenewalJitter, MaxNames: o.MaxNamesPerCertificate, Issuers: h.issuers, Policy: h.policies, Identity: o.Identity,
 		Fence: h.fence, IssuerRetryInterval: o.IssuerRetryInterval, ReconcileTimeout: o.ReconcileTimeout,
 		MaxConcurrentReconciles: o.Workers, MaxConcurrentReconcilesPerCluster: o.WorkersPerCluster, Migration: h.gate,
-		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow, CertificateMetrics: o.CertificateMetrics}); err != nil {
+		LoopMaxIssuances: o.LoopMaxIssuances, LoopWindow: o.LoopWindow, CertificateMetrics: o.CertificateMetrics})
+	if err == nil {
+		err = syncer.SetupWithManager(h.mgr)
+	}
+	if err != nil {
 		return fmt.Errorf("failed to set up certsync: %w", err)
 	}
 	return nil
@@ -311,7 +321,11 @@ func (h *Hub) setupCRSign() error {
 	if h.budget != nil {
 		opts.Budget = h.budget
 	}
-	if err := crsign.SetupWithManager(h.mgr, opts); err != nil {
+	signer, err := crsign.New(opts)
+	if err == nil {
+		err = signer.SetupWithManager(h.mgr)
+	}
+	if err != nil {
 		return fmt.Errorf("failed to set up crsign: %w", err)
 	}
 	return nil
@@ -319,20 +333,28 @@ func (h *Hub) setupCRSign() error {
 
 // setupShim sets up cert-manager's certificate-shim for Ingresses and Gateways.
 func (h *Hub) setupShim() error {
-	return shim.SetupWithManager(h.mgr, h.shimOptions())
+	sh, err := shim.New(h.shimOptions())
+	if err != nil {
+		return err
+	}
+	return sh.SetupWithManager(h.mgr)
 }
 
 // setupTrust sets up the trust bundles, when on.
 func (h *Hub) setupTrust() error {
 	o := h.opts
 	nsSel, _ := labels.Parse(o.TrustBundleNamespaces) // validated
-	return trust.SetupWithManager(h.mgr, trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
+	bundles, err := trust.New(trust.Options{Namespace: o.Namespace, ConfigMapName: o.TrustBundleConfigMap, Key: o.TrustBundleKey,
 		NamespaceSelector: nsSel, Rotation: h.rotator, ClusterLabels: h.provider.ClusterLabels, Fence: h.writeFence(),
 		Engage: func(name multicluster.ClusterName) bool { return !h.provider.NamespaceScoped(name) },
 		SubscribeLabels: func(fn func(multicluster.ClusterName)) {
 			h.labelSubscribers = append(h.labelSubscribers, fn)
 			h.subscribeGate(fn) // bundles skipped while the gate said no are written once it says yes
 		}})
+	if err != nil {
+		return err
+	}
+	return bundles.SetupWithManager(h.mgr)
 }
 
 // setupHealth adds /healthz and /readyz: ready once shard membership synced.
@@ -366,7 +388,7 @@ func (h *Hub) setupDiscovery() error {
 		return fmt.Errorf("failed to set up discovery: %w", err)
 	}
 	h.labelSubscribers = append(h.labelSubscribers, d.ModeChanged) // a switch to external stops its reads at once
-	return h.mgr.Add(d)
+	return d.SetupWithManager(h.mgr)
 }
 
 // setupStandby keeps the DR pairs' standby clusters issued for their
@@ -379,5 +401,5 @@ func (h *Hub) setupStandby() error {
 	if err != nil {
 		return fmt.Errorf("failed to set up the DR pairs: %w", err)
 	}
-	return h.mgr.Add(p)
+	return p.SetupWithManager(h.mgr)
 }

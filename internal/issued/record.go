@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // The record's ConfigMaps.
@@ -124,6 +125,9 @@ func New(opts Options) (*Record, error) {
 	}
 	return &Record{opts: opts, idx: newIndex(), queue: make(chan pending), ready: make(chan struct{})}, nil
 }
+
+// SetupWithManager adds r to mgr (the hub's manager).
+func (r *Record) SetupWithManager(mgr manager.Manager) error { return mgr.Add(r) }
 
 // NeedLeaderElection is false: every replica records what it signs.
 func (r *Record) NeedLeaderElection() bool { return false }

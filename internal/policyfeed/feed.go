@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
@@ -47,13 +48,29 @@ type Feed struct {
 // to end before its pass.
 const DefaultSettle = 250 * time.Millisecond
 
-// New returns a Feed deciding with p (nil: every Certificate is allowed;
-// only marked ones are queued). Add it to the manager (Start, Engage) and
-// hand the controller its Source.
-func New(log logr.Logger, p Evaluator) *Feed {
-	return &Feed{log: log.WithName("policy-feed"), policy: p, settle: DefaultSettle,
-		kicks: make(chan struct{}, 1)}
+// Options configure a Feed.
+type Options struct {
+	// Policy decides (nil: every Certificate is allowed; only marked ones
+	// are queued).
+	Policy Evaluator
+	// Log is the logger. Default: discard.
+	Log logr.Logger
 }
+
+// New returns a Feed. Add it to the manager (SetupWithManager: Start,
+// Engage) and hand the controller its Source.
+func New(opts Options) (*Feed, error) {
+	log := opts.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	return &Feed{log: log.WithName("policy-feed"), policy: opts.Policy, settle: DefaultSettle,
+		kicks: make(chan struct{}, 1)}, nil
+}
+
+// SetupWithManager adds the feed to mgr (the multicluster manager: it is
+// told of every cluster engaged).
+func (f *Feed) SetupWithManager(mgr mcmanager.Manager) error { return mgr.Add(f) }
 
 // Kick asks for a pass; it never blocks.
 func (f *Feed) Kick() {

@@ -10,7 +10,6 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,7 +70,7 @@ func TestPolicyFeedQueuesOnlyWhatMayChange(t *testing.T) {
 	if err := unstructured.SetNestedField(items[len(items)-1].Object, true, "spec", "isCA"); err != nil {
 		t.Fatal(err)
 	}
-	f := New(logr.Discard(), evaluator{set})
+	f, _ := New(Options{Policy: evaluator{set}})
 	q := workqueue.NewTyped[mcreconcile.Request]()
 	defer q.ShutDown()
 	if n, queued := f.enqueue(q, "east", items, false); n != len(items) || queued != 4 {
@@ -124,7 +123,7 @@ func TestPolicyFeedPassAfterKicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(logr.Discard(), &fakePolicy{d: policy.Decision{Message: "denied"}})
+	f, _ := New(Options{Policy: &fakePolicy{d: policy.Decision{Message: "denied"}}})
 	f.settle = time.Millisecond
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 	defer q.ShutDown()

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
@@ -136,6 +137,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	return c, nil
 }
+
+// SetupWithManager adds c to mgr (the multicluster manager: it is told of every cluster engaged).
+func (c *Controller) SetupWithManager(mgr mcmanager.Manager) error { return mgr.Add(c) }
 
 // Handler serves the CRLs under CRLPath.
 func (c *Controller) Handler() http.Handler { return c.crls.handler() }

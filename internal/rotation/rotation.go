@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -58,6 +59,8 @@ type Options struct {
 	Recorder recorder.EventRecorder
 	// Registerer receives certhub_ca_rotation_*. Defaults to none.
 	Registerer prometheus.Registerer
+	// Log is the logger. Default: discard.
+	Log logr.Logger
 	// Fence, when set, says which clusters this replica owns: it observes
 	// only those (it is connected to no others) and publishes what it saw
 	// (report.go); every replica steps with the union of the fresh reports.
@@ -98,13 +101,17 @@ type Rotator struct {
 }
 
 // New returns a Rotator; add it to the manager (it is a Runnable).
-func New(opts Options, log logr.Logger) (*Rotator, error) {
+func New(opts Options) (*Rotator, error) {
 	opts.defaults()
 	if opts.Namespace == "" || opts.Clusters == nil || opts.GetCluster == nil || opts.Leaf == nil || opts.Hub == nil || opts.Recorder == nil {
 		return nil, errors.New("rotation: Namespace, Clusters, GetCluster, Leaf, Hub and Recorder are required")
 	}
 	if opts.Fence != nil && opts.Identity == "" {
 		return nil, errors.New("rotation: Identity is required with Fence")
+	}
+	log := opts.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
 	}
 	r := &Rotator{opts: opts, log: log, states: map[string]*State{}, reported: map[string]report{}, published: map[string]map[multicluster.ClusterName]bool{},
 		stuck:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "certhub_ca_rotation_stuck_certificates", Help: "Certificates of the issuer that cannot move to the new CA for reasons of their own (listed on the rotation's state and Events); they hold no wave."}, []string{"issuer"}),
@@ -125,6 +132,9 @@ func New(opts Options, log logr.Logger) (*Rotator, error) {
 	}
 	return r, nil
 }
+
+// SetupWithManager adds r to mgr (the hub's manager).
+func (r *Rotator) SetupWithManager(mgr manager.Manager) error { return mgr.Add(r) }
 
 // Subscribe calls fn after every phase or wave change, and when a
 // cluster's bundles come to hold a rotating CA's next key pair.

@@ -87,7 +87,7 @@ type clusterState struct {
 }
 
 // New returns a Coordinator. Pass it to mcmanager.New with mcmanager.WithCoordinator.
-func New(opts Options, log logr.Logger) (*Coordinator, error) {
+func New(opts Options) (*Coordinator, error) {
 	opts.defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -102,6 +102,10 @@ func New(opts Options, log logr.Logger) (*Coordinator, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create hub clientset: %w", err)
+	}
+	log := opts.Log
+	if log.GetSink() == nil {
+		log = logr.Discard()
 	}
 	return newCoordinator(opts, log, cs)
 }

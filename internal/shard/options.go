@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,8 @@ const (
 type Options struct {
 	// Config reaches the hub API server, where all Leases live. Required.
 	Config *rest.Config
+	// Log is the logger. Default: discard.
+	Log logr.Logger
 	// Namespace holds the peer and fence Leases in the hub. Required.
 	Namespace string
 	// Identity names this replica (its peer Lease and fence holder). Required; unique per replica.

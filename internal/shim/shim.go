@@ -107,9 +107,18 @@ func servesGateways(log logr.Logger) mcbuilder.ClusterFilterFunc {
 	}
 }
 
-// SetupWithManager registers the enabled shims with mgr.
-func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+// Shim is the enabled shims, before they are added to a manager.
+type Shim struct{ opts Options }
+
+// New applies opts' defaults.
+func New(opts Options) (*Shim, error) {
 	opts.defaults()
+	return &Shim{opts: opts}, nil
+}
+
+// SetupWithManager registers the enabled shims with mgr.
+func (sh *Shim) SetupWithManager(mgr mcmanager.Manager) error {
+	opts := sh.opts
 	base := mgr.GetLogger().WithName("shim")
 	type shimKind struct {
 		name    string

@@ -100,13 +100,23 @@ func CacheOptions() cluster.Option {
 	}
 }
 
-// SetupWithManager computes the bundle in the hub (mgr's local manager) and
-// keeps it in every engaged downstream cluster.
-func SetupWithManager(mgr mcmanager.Manager, opts Options) error {
+// Bundles computes the trust bundle in the hub and keeps it in every
+// engaged downstream cluster, once added to a manager.
+type Bundles struct{ opts Options }
+
+// New validates opts and applies their defaults.
+func New(opts Options) (*Bundles, error) {
 	opts.defaults()
 	if opts.Namespace == "" {
-		return errors.New("trust: Namespace is required")
+		return nil, errors.New("trust: Namespace is required")
 	}
+	return &Bundles{opts: opts}, nil
+}
+
+// SetupWithManager computes the bundle in the hub (mgr's local manager) and
+// keeps it in every engaged downstream cluster.
+func (bs *Bundles) SetupWithManager(mgr mcmanager.Manager) error {
+	opts := bs.opts
 	log := mgr.GetLogger().WithName("trust")
 	b := &bundle{}
 	hub := &hubReconciler{c: mgr.GetLocalManager().GetClient(), namespace: opts.Namespace, bundle: b, log: log}

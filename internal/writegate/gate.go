@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
@@ -155,6 +156,9 @@ func New(opts Options) (*Gate, error) {
 	return &Gate{opts: opts, metrics: m, kick: make(chan struct{}, 1), pauser: p,
 		states: map[multicluster.ClusterName]*state{}, pending: map[multicluster.ClusterName]bool{}}, nil
 }
+
+// SetupWithManager adds g to mgr (the hub's manager).
+func (g *Gate) SetupWithManager(mgr manager.Manager) error { return mgr.Add(g) }
 
 // Mode is the cluster's mode.
 func (g *Gate) Mode(name multicluster.ClusterName) Mode {

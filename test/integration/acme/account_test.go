@@ -60,7 +60,11 @@ func TestAccountsAreRegisteredOnceAndReported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := acme.SetupWithManager(mgr, acme.Options{Namespace: testbed.DefaultHubNamespace, Identity: fmt.Sprintf("replica-%d", i), UserAgent: "certhub-test"}); err != nil {
+		svc, err := acme.New(acme.Options{Namespace: testbed.DefaultHubNamespace, Identity: fmt.Sprintf("replica-%d", i), UserAgent: "certhub-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		go func() {

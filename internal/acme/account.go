@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // Reasons of the ClusterIssuer's Ready condition and Events: cert-manager's own.
@@ -83,7 +84,7 @@ func (r *accounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		acct.Contact = []string{"mailto:" + spec.Email}
 	}
 	if eab := spec.ExternalAccountBinding; eab != nil {
-		hmac, err := secretValue(ctx, r.cl, r.opts.Namespace, eab.Key)
+		hmac, err := dns01.SecretValue(ctx, r.cl, r.opts.Namespace, eab.Key)
 		if err != nil {
 			return ctrl.Result{}, r.fail(ctx, ci, ReasonInvalidConfig, fmt.Errorf("failed to get External Account Binding key from secret: %w", err))
 		}

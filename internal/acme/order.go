@@ -474,8 +474,8 @@ func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int
 	if s.opts.newProvider != nil {
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
-	return newProvider(ctx, providerEnv{hub: s.hub, namespace: s.opts.Namespace, nameservers: s.opts.DNS01Nameservers, userAgent: s.opts.UserAgent,
-		ambient: s.opts.AmbientCredentials, webhook: s.webhook}, ci.Spec.ACME.Solvers[idx])
+	return newProvider(ctx, providerEnv{Hub: s.hub, Namespace: s.opts.Namespace, Nameservers: s.opts.DNS01Nameservers, UserAgent: s.opts.UserAgent,
+		Ambient: s.opts.AmbientCredentials, Webhook: s.webhook}, ci.Spec.ACME.Solvers[idx])
 }
 
 // presentRetry is how long an order waits to write a TXT record again after

@@ -44,7 +44,7 @@ func ref(name, key string) cmmeta.SecretKeySelector {
 	return cmmeta.SecretKeySelector{LocalObjectReference: cmmeta.LocalObjectReference{Name: name}, Key: key}
 }
 
-func dns01(d cmacme.ACMEChallengeSolverDNS01) cmacme.ACMEChallengeSolver {
+func dns01Solver(d cmacme.ACMEChallengeSolverDNS01) cmacme.ACMEChallengeSolver {
 	return cmacme.ACMEChallengeSolver{DNS01: &d}
 }
 
@@ -70,28 +70,28 @@ func providerCases() ([]providerCase, []client.Object) {
 			"access-token": []byte(ak.AccessToken), "wrong-token": []byte("akab-access-token-wrong")}),
 	}
 	azure := func(secretKey string) cmacme.ACMEChallengeSolver {
-		return dns01(cmacme.ACMEChallengeSolverDNS01{AzureDNS: &cmacme.ACMEIssuerDNS01ProviderAzureDNS{ClientID: az.ClientID, ClientSecret: new(ref("azure", secretKey)),
+		return dns01Solver(cmacme.ACMEChallengeSolverDNS01{AzureDNS: &cmacme.ACMEIssuerDNS01ProviderAzureDNS{ClientID: az.ClientID, ClientSecret: new(ref("azure", secretKey)),
 			SubscriptionID: az.SubscriptionID, TenantID: az.TenantID, ResourceGroupName: az.ResourceGroup}})
 	}
 	akamai := func(accessKey string) cmacme.ACMEChallengeSolver {
-		return dns01(cmacme.ACMEChallengeSolverDNS01{Akamai: &cmacme.ACMEIssuerDNS01ProviderAkamai{ServiceConsumerDomain: ak.Host,
+		return dns01Solver(cmacme.ACMEChallengeSolverDNS01{Akamai: &cmacme.ACMEIssuerDNS01ProviderAkamai{ServiceConsumerDomain: ak.Host,
 			ClientToken: ref("akamai", "client-token"), ClientSecret: ref("akamai", "client-secret"), AccessToken: ref("akamai", accessKey)}})
 	}
 	return []providerCase{
 		{
 			name: "route53",
-			good: dns01(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1",
+			good: dns01Solver(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1",
 				SecretAccessKeyID: new(ref("aws", "id")), SecretAccessKey: ref("aws", "secret")}}),
-			bad: dns01(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1",
+			bad: dns01Solver(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1",
 				AccessKeyID: "AKIDUNKNOWN", SecretAccessKey: ref("aws", "secret")}}),
 			authError: "InvalidClientTokenId", unknownZone: "not found in Route 53", secretValues: []string{"aws-secret-key-1"},
 			propagated: r53.Asked,
 		},
 		{
 			name: "cloudDNS",
-			good: dns01(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project,
+			good: dns01Solver(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project,
 				ServiceAccount: new(ref("gcp", "key.json"))}}),
-			bad: dns01(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project,
+			bad: dns01Solver(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project,
 				ServiceAccount: new(ref("gcp-other", "key.json"))}}),
 			authError: "invalid_grant", unknownZone: "No matching GoogleCloud domain found",
 			propagated: func() int { return gcp.Polled },
@@ -125,7 +125,7 @@ func TestCloudProviders(t *testing.T) {
 			if err := checkSolver(tc.good, 0); err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			env := providerEnv{hub: hub, namespace: ns, nameservers: []string{home.addr}, userAgent: "certhub-test"}
+			env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
 			p, err := newProvider(ctx, env, tc.good)
 			if err != nil {
 				t.Fatal(err)
@@ -158,7 +158,7 @@ func TestCloudProviders(t *testing.T) {
 			}
 			noSecrets(t, err, tc.secretValues)
 
-			env.nameservers = []string{other.addr}
+			env.Nameservers = []string{other.addr}
 			elsewhere, err := newProvider(ctx, env, tc.good)
 			if err == nil {
 				err = elsewhere.Present(ctx, "web.other.test", "_acme-challenge.web.other.test.", "other.test.", "token-value")
@@ -206,9 +206,9 @@ func TestAmbientCredentials(t *testing.T) {
 	t.Setenv("AZURE_CLIENT_ID", az.ClientID)
 	t.Setenv("AZURE_TENANT_ID", az.TenantID)
 	solvers := map[string]cmacme.ACMEChallengeSolver{
-		"route53":  dns01(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1"}}),
-		"clouddns": dns01(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project}}),
-		"azuredns": dns01(cmacme.ACMEChallengeSolverDNS01{AzureDNS: &cmacme.ACMEIssuerDNS01ProviderAzureDNS{SubscriptionID: az.SubscriptionID,
+		"route53":  dns01Solver(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1"}}),
+		"clouddns": dns01Solver(cmacme.ACMEChallengeSolverDNS01{CloudDNS: &cmacme.ACMEIssuerDNS01ProviderCloudDNS{Project: gcp.Project}}),
+		"azuredns": dns01Solver(cmacme.ACMEChallengeSolverDNS01{AzureDNS: &cmacme.ACMEIssuerDNS01ProviderAzureDNS{SubscriptionID: az.SubscriptionID,
 			ResourceGroupName: az.ResourceGroup, HostedZoneName: "example.test"}}),
 	}
 	home := newFakeZone(t, "example.test.")
@@ -216,7 +216,7 @@ func TestAmbientCredentials(t *testing.T) {
 	ctx := context.Background()
 	for name, s := range solvers {
 		t.Run(name, func(t *testing.T) {
-			env := providerEnv{hub: hub, namespace: ns, nameservers: []string{home.addr}, userAgent: "certhub-test"}
+			env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
 			p, err := newProvider(ctx, env, s)
 			if err == nil {
 				err = p.Present(ctx, "web.example.test", "_acme-challenge.web.example.test.", "example.test.", "v")
@@ -224,7 +224,7 @@ func TestAmbientCredentials(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "ambient") {
 				t.Errorf("ambient credentials off: %v, want a refusal naming them", err)
 			}
-			env.ambient = true
+			env.Ambient = true
 			if p, err = newProvider(ctx, env, s); err != nil {
 				t.Fatal(err)
 			}
@@ -312,11 +312,11 @@ func TestRoute53ServiceAccountToken(t *testing.T) {
 	hub := fakeHub(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route53-dns01"}})
 	home := newFakeZone(t, "example.test.")
 	solver := func(role, sa string) cmacme.ACMEChallengeSolver {
-		return dns01(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1", Role: role,
+		return dns01Solver(cmacme.ACMEChallengeSolverDNS01{Route53: &cmacme.ACMEIssuerDNS01ProviderRoute53{Region: "us-east-1", Role: role,
 			Auth: &cmacme.Route53Auth{Kubernetes: &cmacme.Route53KubernetesAuth{ServiceAccountRef: &cmacme.ServiceAccountRef{Name: sa}}}}})
 	}
 	ctx := context.Background()
-	env := providerEnv{hub: hub, namespace: ns, nameservers: []string{home.addr}, userAgent: "certhub-test"} // ambient off: not needed
+	env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"} // ambient off: not needed
 	p, err := newProvider(ctx, env, solver(r53.RoleARN, "route53-dns01"))
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // Defaults for Options.
@@ -169,7 +170,7 @@ type Service struct {
 	opts    Options
 	clients clientCache
 	metrics *metrics
-	webhook *webhookCaller
+	webhook *dns01.Webhook
 
 	ariSlots chan struct{} // bounds the renewal information requests in flight
 
@@ -192,7 +193,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}, webhook: newWebhookCaller(opts.RESTConfig),
+	return &Service{opts: opts, metrics: m, clients: clientCache{m: map[string]*acmeapi.Client{}}, webhook: dns01.NewWebhook(opts.RESTConfig),
 		ariSlots: make(chan struct{}, opts.MaxConcurrentOrders), ari: ariCache{m: map[string]*ariEntry{}}}, nil
 }
 

@@ -66,7 +66,7 @@ func TestACMEDNSProvider(t *testing.T) {
 		t.Fatalf("acmeDNS refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, userAgent: "certhub-test"}, solver("acme-dns"))
+	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("acme-dns"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestACMEDNSProvider(t *testing.T) {
 	if err := p.Present(ctx, "bad.example.test", "_acme-challenge.bad.example.test.", "example.test.", "v"); err == nil {
 		t.Error("the acme-dns server refused the credentials, Present did not say so")
 	}
-	if _, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, userAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing account Secret: %v, want not found", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestCloudflareProvider(t *testing.T) {
 		t.Fatalf("cloudflare refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, userAgent: "certhub-test"}, solver("cf"))
+	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +184,14 @@ func TestCloudflareProvider(t *testing.T) {
 		defer api.mu.Unlock()
 		return fmt.Sprint(api.records)
 	})
-	wrong, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, userAgent: "certhub-test"}, solver("cf-wrong"))
+	wrong, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf-wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := wrong.Present(ctx, "web.example.test", fqdn, "", "v"); err == nil {
 		t.Error("Cloudflare refused the token, Present did not say so")
 	}
-	if _, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, userAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing token Secret: %v, want not found", err)
 	}
 }
@@ -337,7 +337,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 		t.Fatalf("digitalocean refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, nameservers: []string{nameserver}, userAgent: "certhub-test"}, solver("do"))
+	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 		defer api.mu.Unlock()
 		return fmt.Sprint(api.records)
 	})
-	wrong, err := newProvider(ctx, providerEnv{hub: hub, namespace: ns, nameservers: []string{nameserver}, userAgent: "certhub-test"}, solver("do-wrong"))
+	wrong, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do-wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certmetrics"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/issuers"
 )
@@ -128,7 +129,7 @@ func newHarness(t *testing.T, funcs *interceptor.Funcs, indexed bool, objs ...cl
 		opts.Indexer = noIndexer{}
 	}
 	opts.defaults()
-	m, err := newSyncMetrics(opts.Registerer, opts.CertificateMetrics, opts.clock)
+	m, err := certmetrics.New(certmetrics.Options{Registerer: opts.Registerer, Mode: opts.CertificateMetrics, Clock: opts.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

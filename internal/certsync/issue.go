@@ -63,7 +63,7 @@ func (r *reconciler) issue(ctx context.Context, t *target, existing *corev1.Secr
 		if ready := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionReady); err != nil || ready == nil || ready.Status != cmmeta.ConditionTrue {
 			result = "failed"
 		}
-		r.metrics.issued(t.name, result, start)
+		r.metrics.Issued(t.name, result, start)
 	}()
 	issuer, err := t.override, error(nil)
 	if issuer == nil {

@@ -179,12 +179,12 @@ func TestReconcilePolicyDecisions(t *testing.T) {
 		if h.secret("web-tls").ResourceVersion != issued {
 			t.Errorf("the Secret was rewritten")
 		}
-		if n := h.r.metrics.violations("east"); n != 1 {
+		if n := h.r.metrics.Violations("east"); n != 1 {
 			t.Errorf("violations counted for east: %d, want 1", n)
 		}
 		p.d = policy.Decision{Allowed: true}
 		h.reconcile("web")
-		if apiutilCondition(h.certificate("web"), ConditionPolicyViolation) != nil || h.r.metrics.violations("east") != 0 {
+		if apiutilCondition(h.certificate("web"), ConditionPolicyViolation) != nil || h.r.metrics.Violations("east") != 0 {
 			t.Errorf("the violation was not cleared once allowed again")
 		}
 	})

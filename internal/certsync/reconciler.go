@@ -22,6 +22,7 @@ import (
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certmetrics"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fence"
 	"github.com/certhub/certhub/internal/issued"
@@ -35,7 +36,7 @@ type reconciler struct {
 	// getCluster is the manager's GetCluster (a seam for unit tests).
 	getCluster func(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error)
 	opts       Options
-	metrics    *syncMetrics
+	metrics    *certmetrics.Metrics
 	guard      loopGuard
 	largeKeys  chan struct{}      // a slot per worker allowed to generate a large key
 	requests   requestIndex       // cert-manager's requests, for take-overs (adopt.go)
@@ -43,7 +44,7 @@ type reconciler struct {
 }
 
 // newReconciler builds the reconciler from defaulted options.
-func newReconciler(opts Options, m *syncMetrics, getCluster func(context.Context, multicluster.ClusterName) (cluster.Cluster, error)) *reconciler {
+func newReconciler(opts Options, m *certmetrics.Metrics, getCluster func(context.Context, multicluster.ClusterName) (cluster.Cluster, error)) *reconciler {
 	return &reconciler{getCluster: getCluster, opts: opts, metrics: m, guard: opts.loopGuard(), largeKeys: make(chan struct{}, opts.MaxConcurrentLargeKeys), secrets: opts.Secrets}
 }
 
@@ -217,7 +218,7 @@ func (r *reconciler) load(ctx context.Context, req mcreconcile.Request) (*target
 	u := certspec.NewObject()
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.metrics.forget(req.ClusterName, req.Namespace, req.Name)
+			r.metrics.Forget(req.ClusterName, req.Namespace, req.Name)
 			if r.opts.Migration != nil {
 				r.opts.Migration.Forget(req.ClusterName, req.Namespace, req.Name)
 			}

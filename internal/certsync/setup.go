@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -29,6 +30,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certmetrics"
 	"github.com/certhub/certhub/internal/certspec"
 	"github.com/certhub/certhub/internal/fairqueue"
 	"github.com/certhub/certhub/internal/fence"
@@ -219,9 +221,8 @@ type Options struct {
 	// Registerer receives the certhub_certificate_* metrics. Defaults to controller-runtime's registry.
 	Registerer prometheus.Registerer
 	// CertificateMetrics says which Certificates have series of their own
-	// (CertificateMetricsAll, CertificateMetricsProblems or
-	// CertificateMetricsNone; --certificate-metrics). Defaults to
-	// DefaultCertificateMetrics.
+	// (certmetrics.All, Problems or None; --certificate-metrics). Defaults
+	// to certmetrics.DefaultMode.
 	CertificateMetrics string
 	// LoopMaxIssuances is how many times one generation of a Certificate may
 	// be issued within LoopWindow before the loop guard pauses it (issuances
@@ -287,7 +288,7 @@ func (o *Options) defaults() {
 		o.clock = clock.RealClock{}
 	}
 	if o.CertificateMetrics == "" {
-		o.CertificateMetrics = DefaultCertificateMetrics
+		o.CertificateMetrics = certmetrics.DefaultMode
 	}
 	if o.Registerer == nil {
 		o.Registerer = metrics.Registry
@@ -302,10 +303,8 @@ func (o Options) Validate() error {
 	if o.RenewalJitter < 0 || o.RenewalJitter > 1 {
 		return errors.New("certsync: RenewalJitter must be in [0, 1]")
 	}
-	switch o.CertificateMetrics {
-	case "", CertificateMetricsAll, CertificateMetricsProblems, CertificateMetricsNone:
-	default:
-		return fmt.Errorf("certsync: CertificateMetrics %q: want %s, %s or %s", o.CertificateMetrics, CertificateMetricsAll, CertificateMetricsProblems, CertificateMetricsNone)
+	if o.CertificateMetrics != "" && !slices.Contains(certmetrics.Modes, o.CertificateMetrics) {
+		return fmt.Errorf("certsync: CertificateMetrics %q: want one of %v", o.CertificateMetrics, certmetrics.Modes)
 	}
 	if o.IssuerRetryInterval < 0 || o.MaxConcurrentReconciles < 0 || o.MaxConcurrentReconcilesPerCluster < 0 || o.ReconcileTimeout < 0 || o.MaxConcurrentLargeKeys < 0 {
 		return errors.New("certsync: IssuerRetryInterval, MaxConcurrentReconciles, MaxConcurrentReconcilesPerCluster, ReconcileTimeout and MaxConcurrentLargeKeys must not be negative")
@@ -364,7 +363,7 @@ func New(opts Options) (*Syncer, error) {
 // SetupWithManager registers the Certificate reconciler for every engaged downstream cluster.
 func (s *Syncer) SetupWithManager(mgr mcmanager.Manager) error {
 	opts := s.opts
-	m, err := newSyncMetrics(opts.Registerer, opts.CertificateMetrics, opts.clock)
+	m, err := certmetrics.New(certmetrics.Options{Registerer: opts.Registerer, Mode: opts.CertificateMetrics, Clock: opts.clock})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (r *reconciler) waitForBudget(ctx context.Context, t *target, wait time.Dur
 	if c := apiutil.GetCertificateCondition(t.crt, cmapi.CertificateConditionIssuing); c != nil && c.Status == cmmeta.ConditionTrue && c.Reason == reasons.RateLimited {
 		return res, nil // already said; the wait is short and changes every time
 	}
-	r.metrics.budgetWaits.WithLabelValues(string(t.name)).Inc()
+	r.metrics.BudgetWait(t.name)
 	msg := fmt.Sprintf("Waiting for the hub's issuance budget (--issuance-rate), most urgent first; then issuing (%s)", trigger)
 	return res, r.updateStatus(ctx, t, false, func(crt *cmapi.Certificate) {
 		r.setCondition(crt, cmapi.CertificateConditionIssuing, cmmeta.ConditionTrue, reasons.RateLimited, msg)
@@ -47,7 +47,7 @@ func (r *reconciler) pauseLoop(ctx context.Context, t *target, d guardDecision, 
 	if !d.tripped {
 		return wait, nil
 	}
-	r.metrics.loopDetected(t.name)
+	r.metrics.LoopDetected(t.name)
 	msg := loopMessage(d, t.crt.Generation, reason, message, now)
 	r.eventf(t, t.crt, corev1.EventTypeWarning, reasons.IssuanceLoop, "%s", msg)
 	logr.FromContextOrDiscard(ctx).Info("issuance loop detected; pausing", "trigger", reason, "issuances", d.count, "attempt", d.attempts, "retryAt", d.retry)
@@ -187,7 +187,7 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 		updated := t.crt.DeepCopy()
 		mutate(updated)
 		if apiequality.Semantic.DeepEqual(updated.Status, t.crt.Status) {
-			r.metrics.observe(t.name, t.crt)
+			r.metrics.Observe(t.name, t.crt)
 			return nil
 		}
 		if r.statusHeld(ctx, t, t.crt.Namespace) {
@@ -204,7 +204,7 @@ func (r *reconciler) updateStatus(ctx context.Context, t *target, retryFresh boo
 			return fmt.Errorf("failed to update status of Certificate %s/%s: %w", t.crt.Namespace, t.crt.Name, err)
 		}
 		t.crt = updated
-		r.metrics.observe(t.name, t.crt)
+		r.metrics.Observe(t.name, t.crt)
 		awaitCache(ctx, c, client.ObjectKeyFromObject(updated), replaced)
 		return nil
 	})

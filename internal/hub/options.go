@@ -12,6 +12,7 @@ import (
 
 	"github.com/certhub/certhub/internal/acme"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/certmetrics"
 	"github.com/certhub/certhub/internal/certsync"
 	"github.com/certhub/certhub/internal/discovery"
 	"github.com/certhub/certhub/internal/drpair"
@@ -221,7 +222,7 @@ func NewOptions() *Options {
 		Workers:                    certsync.DefaultMaxConcurrentReconciles,
 		MaxBudgetDelay:             certsync.DefaultMaxBudgetDelay,
 		MaxNamesPerCertificate:     issuers.DefaultMaxNames,
-		CertificateMetrics:         certsync.DefaultCertificateMetrics,
+		CertificateMetrics:         certmetrics.DefaultMode,
 		IssuanceReserve:            budget.DefaultReserve,
 		RotationSoak:               5 * time.Minute,
 		RotationPause:              5 * time.Minute,
@@ -315,11 +316,8 @@ func (o *Options) Validate() error {
 	if o.RotationSoak <= 0 || o.RotationPause <= 0 || o.RotationDeadline <= 0 || o.RotationGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--rotation-soak, --rotation-pause, --rotation-deadline and --rotation-grace must be positive"))
 	}
-	switch o.CertificateMetrics {
-	case certsync.CertificateMetricsAll, certsync.CertificateMetricsProblems, certsync.CertificateMetricsNone:
-	default:
-		errs = append(errs, fmt.Errorf("--certificate-metrics %q: want %s, %s or %s", o.CertificateMetrics,
-			certsync.CertificateMetricsAll, certsync.CertificateMetricsProblems, certsync.CertificateMetricsNone))
+	if !slices.Contains(certmetrics.Modes, o.CertificateMetrics) {
+		errs = append(errs, fmt.Errorf("--certificate-metrics %q: want one of %v", o.CertificateMetrics, certmetrics.Modes))
 	}
 	if o.MaxNamesPerCertificate < 1 {
 		errs = append(errs, fmt.Errorf("--max-names-per-certificate (%d) must be at least 1", o.MaxNamesPerCertificate))

@@ -1,8 +1,9 @@
-package certsync
+package certmetrics
 
 import (
-	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,11 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/internal/certspec"
-	"github.com/certhub/certhub/internal/secretcache"
 )
 
 // Metric names mirror cert-manager's certmanager_certificate_* so dashboards
@@ -36,50 +36,75 @@ const (
 	metricSoonest     = "certhub_cluster_soonest_expiration_timestamp_seconds"
 )
 
-// Which Certificates have their own series (--certificate-metrics).
+// Which Certificates have their own series (Options.Mode, --certificate-metrics).
 const (
-	// CertificateMetricsAll: every Certificate (cert-manager's set: expiration,
-	// not_before, not_after, renewal, ready, info).
-	CertificateMetricsAll = "all"
-	// CertificateMetricsProblems: only Certificates that need a look — not
-	// Ready, past their renewal time, or expiring within ProblemWindow —
-	// with expiration, renewal, ready and info. The default: a fleet's
-	// alerts need no more, and a healthy cluster costs no series per
-	// Certificate.
-	CertificateMetricsProblems = "problems"
-	// CertificateMetricsNone: no per-Certificate series; the per-cluster
-	// counts and soonest expiry stay.
-	CertificateMetricsNone = "none"
-	// DefaultCertificateMetrics is CertificateMetricsProblems.
-	DefaultCertificateMetrics = CertificateMetricsProblems
+	// All: every Certificate (cert-manager's set: expiration, not_before,
+	// not_after, renewal, ready, info).
+	All = "all"
+	// Problems: only Certificates that need a look — not Ready, past their
+	// renewal time, or expiring within ProblemWindow — with expiration,
+	// renewal, ready and info. The default: a fleet's alerts need no more,
+	// and a healthy cluster costs no series per Certificate.
+	Problems = "problems"
+	// None: no per-Certificate series; the per-cluster counts and soonest
+	// expiry stay.
+	None = "none"
+	// DefaultMode is Problems.
+	DefaultMode = Problems
 )
 
+// Modes are the values of Options.Mode.
+var Modes = []string{All, Problems, None}
+
 // ProblemWindow is how soon an expiry makes a Certificate a problem (with
-// series at CertificateMetricsProblems), as the shipped alert
+// series at Problems), as the shipped alert
 // CerthubCertificateExpiringWithoutRenewal looks 7 days ahead.
 const ProblemWindow = 7 * 24 * time.Hour
 
 var certLabels = []string{"cluster", "namespace", "name"}
 
-// syncMetrics holds certsync's metrics. The per-Certificate series are not
+// Metrics holds the certhub_certificate_* metrics certsync reports. The per-Certificate series are not
 // kept as gauges: a replica serving a few thousand Certificates would hold
 // labelled series for each and scan every vector to delete one. certTable
 // keeps one small record per Certificate and makes the series when
 // Prometheus scrapes. Everything labelled with a cluster is deleted when
 // the cluster leaves the replica (forgetCluster); the issuance histogram
 // carries no cluster label (its buckets would cost 16 series per cluster).
-type syncMetrics struct {
+type Metrics struct {
 	certs                         *certTable
 	issuance                      *prometheus.HistogramVec
 	issuances, loops, budgetWaits *prometheus.CounterVec
 }
 
-func newSyncMetrics(reg prometheus.Registerer, mode string, clk clock.PassiveClock) (*syncMetrics, error) {
-	if clk == nil {
-		clk = clock.RealClock{}
+// Options configure Metrics.
+type Options struct {
+	// Registerer receives the metrics. Required.
+	Registerer prometheus.Registerer
+	// Mode says which Certificates have series of their own (All,
+	// Problems, None). Defaults to DefaultMode.
+	Mode string
+	// Clock decides what is overdue or soon expiring at scrape time.
+	// Defaults to the real clock.
+	Clock clock.PassiveClock
+}
+
+// New registers the metrics with opts.Registerer.
+func New(opts Options) (*Metrics, error) {
+	if opts.Mode == "" {
+		opts.Mode = DefaultMode
 	}
-	m := &syncMetrics{
-		certs: newCertTable(mode, clk),
+	if !slices.Contains(Modes, opts.Mode) {
+		return nil, fmt.Errorf("certmetrics: Mode %q: want one of %v", opts.Mode, Modes)
+	}
+	if opts.Registerer == nil {
+		return nil, errors.New("certmetrics: Registerer is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	reg := opts.Registerer
+	m := &Metrics{
+		certs: newCertTable(opts.Mode, opts.Clock),
 		issuance: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricIssuance,
 			Help:    "Time from deciding to issue to the Secret written, by result (success or failed), over every cluster this replica serves.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"result"}),
@@ -94,7 +119,7 @@ func newSyncMetrics(reg prometheus.Registerer, mode string, clk clock.PassiveClo
 		if err := reg.Register(c); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if errors.As(err, &are) {
-				return nil, errors.New("certsync: metrics already registered; give each reconciler in a process its own Registerer")
+				return nil, errors.New("certmetrics: metrics already registered; give each reconciler in a process its own Registerer")
 			}
 			return nil, err
 		}
@@ -102,8 +127,8 @@ func newSyncMetrics(reg prometheus.Registerer, mode string, clk clock.PassiveClo
 	return m, nil
 }
 
-// observe records the Certificate's status as written.
-func (m *syncMetrics) observe(cluster multicluster.ClusterName, crt *cmapi.Certificate) {
+// Observe records the Certificate's status as written.
+func (m *Metrics) Observe(cluster multicluster.ClusterName, crt *cmapi.Certificate) {
 	ref := crt.Spec.IssuerRef
 	rec := certRecord{issuerName: ref.Name, issuerKind: certspec.IssuerKind(ref), issuerGroup: ref.Group, ready: cmmeta.ConditionUnknown}
 	st := crt.Status
@@ -120,22 +145,22 @@ func (m *syncMetrics) observe(cluster multicluster.ClusterName, crt *cmapi.Certi
 		switch c.Type {
 		case cmapi.CertificateConditionReady:
 			rec.ready = c.Status
-		case ConditionPolicyViolation:
+		case cmapi.CertificateConditionType(reasons.PolicyViolationCondition):
 			rec.violation = c.Status == cmmeta.ConditionTrue
 		}
 	}
 	m.certs.set(cluster, types.NamespacedName{Namespace: crt.Namespace, Name: crt.Name}, rec)
 }
 
-// forget drops a Certificate's series (deleted).
-func (m *syncMetrics) forget(cluster multicluster.ClusterName, namespace, name string) {
+// Forget drops a Certificate's series (deleted).
+func (m *Metrics) Forget(cluster multicluster.ClusterName, namespace, name string) {
 	m.certs.remove(cluster, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
-// forgetCluster drops every series of a cluster this replica stopped
+// ForgetCluster drops every series of a cluster this replica stopped
 // serving, so only the owner reports a cluster and a replica keeps nothing
 // of the clusters it once served.
-func (m *syncMetrics) forgetCluster(cluster multicluster.ClusterName) {
+func (m *Metrics) ForgetCluster(cluster multicluster.ClusterName) {
 	m.certs.removeCluster(cluster)
 	l := prometheus.Labels{"cluster": string(cluster)}
 	m.issuances.DeletePartialMatch(l)
@@ -247,7 +272,7 @@ func (t *certTable) Collect(ch chan<- prometheus.Metric) {
 			if r.notAfter != 0 && (soonest == 0 || r.notAfter < soonest) {
 				soonest = r.notAfter
 			}
-			if t.mode == CertificateMetricsNone || (t.mode != CertificateMetricsAll && !r.problem(now)) {
+			if t.mode == None || (t.mode != All && !r.problem(now)) {
 				continue
 			}
 			l := []string{string(cluster), key.Namespace, key.Name}
@@ -259,7 +284,7 @@ func (t *certTable) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(t.ready, 1, append(l, string(r.ready))...)
 			gauge(t.info, 1, append(l, r.issuerName, r.issuerKind, r.issuerGroup)...)
-			if t.mode == CertificateMetricsAll {
+			if t.mode == All {
 				if r.notAfter != 0 {
 					gauge(t.notAfter, float64(r.notAfter), l...)
 				}
@@ -282,33 +307,33 @@ func (t *certTable) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// loopDetected counts a trip of the loop guard.
-func (m *syncMetrics) loopDetected(cluster multicluster.ClusterName) {
+// LoopDetected counts a trip of the loop guard.
+func (m *Metrics) LoopDetected(cluster multicluster.ClusterName) {
 	m.loops.WithLabelValues(string(cluster)).Inc()
 }
 
-func (m *syncMetrics) issued(cluster multicluster.ClusterName, result string, since time.Time) {
+// BudgetWait counts an issuance starting to wait for the issuance budget.
+func (m *Metrics) BudgetWait(cluster multicluster.ClusterName) {
+	m.budgetWaits.WithLabelValues(string(cluster)).Inc()
+}
+
+// Issued records an issuance that finished with result ("success" or
+// "failed"), decided at since.
+func (m *Metrics) Issued(cluster multicluster.ClusterName, result string, since time.Time) {
 	m.issuance.WithLabelValues(result).Observe(time.Since(since).Seconds())
 	m.issuances.WithLabelValues(string(cluster), result).Inc()
 }
 
-// metricsJanitor is engaged with every owned cluster and forgets its series
-// and its Secrets when the engagement ends.
-type metricsJanitor struct {
-	m       *syncMetrics
-	secrets *secretcache.Store
-}
-
-func (j metricsJanitor) Engage(ctx context.Context, name multicluster.ClusterName, _ cluster.Cluster) error {
-	context.AfterFunc(ctx, func() {
-		j.m.forgetCluster(name)
-		j.secrets.Drop(name)
-	})
-	return nil
-}
-
-// Start blocks until ctx is done; the janitor has no loop of its own.
-func (j metricsJanitor) Start(ctx context.Context) error {
-	<-ctx.Done()
-	return nil
+// Violations is the number of a cluster's Certificates with
+// PolicyViolation=True, as certhub_certificate_policy_violations reports it.
+func (m *Metrics) Violations(cluster multicluster.ClusterName) int {
+	m.certs.mu.RLock()
+	defer m.certs.mu.RUnlock()
+	n := 0
+	for _, r := range m.certs.byCluster[cluster] {
+		if r.violation {
+			n++
+		}
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package certsync
+package certmetrics
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
+	"github.com/certhub/certhub/internal/apis/reasons"
 	"github.com/certhub/certhub/test/fixture"
 )
 
@@ -39,12 +40,12 @@ func TestCertificateSeriesFollowWhatWasObserved(t *testing.T) {
 	overdue.Status = cmapi.CertificateStatus{NotAfter: at(20 * 24 * time.Hour), RenewalTime: at(-time.Hour), Conditions: ready}
 	bad := certificate("bad") // not Ready, and the policies no longer allow it
 	bad.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse},
-		{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue}}
-	observe := func(m *syncMetrics) {
-		m.observe("east", web)
-		m.observe("east", overdue)
-		m.observe("east", bad)
-		m.observe("west", web)
+		{Type: cmapi.CertificateConditionType(reasons.PolicyViolationCondition), Status: cmmeta.ConditionTrue}}
+	observe := func(m *Metrics) {
+		m.Observe("east", web)
+		m.Observe("east", overdue)
+		m.Observe("east", bad)
+		m.Observe("west", web)
 	}
 	perCluster := fmt.Sprintf(`
 # HELP certhub_certificates Certificates of the cluster by Ready condition value; no series for a value no Certificate has.
@@ -65,7 +66,7 @@ certhub_certificate_policy_violations{cluster="east"} 1
 		series string // per Certificate
 		count  int    // every series of the table
 	}{
-		{CertificateMetricsProblems, fmt.Sprintf(`
+		{Problems, fmt.Sprintf(`
 # HELP certhub_certificate_ready_status 1 for the Certificate's current Ready condition value (one series per Certificate).
 # TYPE certhub_certificate_ready_status gauge
 certhub_certificate_ready_status{cluster="east",condition="False",name="bad",namespace="apps"} 1
@@ -78,13 +79,13 @@ certhub_certificate_info{cluster="east",issuer_group="cert-manager.io",issuer_ki
 # TYPE certhub_certificate_renewal_timestamp_seconds gauge
 certhub_certificate_renewal_timestamp_seconds{cluster="east",name="overdue",namespace="apps"} %d
 `, overdue.Status.RenewalTime.Unix()), 6 + 6},
-		{CertificateMetricsAll, "", 6 + 2*6 + 5 + 2}, // web ×2: 6 series each; overdue: 5 (no notBefore); bad: ready and info
-		{CertificateMetricsNone, "", 6},
+		{All, "", 6 + 2*6 + 5 + 2}, // web ×2: 6 series each; overdue: 5 (no notBefore); bad: ready and info
+		{None, "", 6},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			m, err := newSyncMetrics(reg, tc.mode, clocktesting.NewFakePassiveClock(now))
+			m, err := New(Options{Registerer: reg, Mode: tc.mode, Clock: clocktesting.NewFakePassiveClock(now)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,8 +102,8 @@ certhub_certificate_renewal_timestamp_seconds{cluster="east",name="overdue",name
 			if n := testutil.CollectAndCount(m.certs); n != tc.count {
 				t.Errorf("%d series, want %d", n, tc.count)
 			}
-			m.forget("east", "apps", "bad")
-			if got := m.violations("east"); got != 0 {
+			m.Forget("east", "apps", "bad")
+			if got := m.Violations("east"); got != 0 {
 				t.Errorf("east violations after forgetting bad: %d", got)
 			}
 		})
@@ -113,24 +114,24 @@ certhub_certificate_renewal_timestamp_seconds{cluster="east",name="overdue",name
 // certhub_ series with its cluster label is gone, the other cluster's stay.
 func TestDisengagedClusterLeavesNoSeries(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := newSyncMetrics(reg, CertificateMetricsAll, nil)
+	m, err := New(Options{Registerer: reg, Mode: All})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cluster := range []multicluster.ClusterName{"east", "west"} {
 		crt := testCertificate()
 		crt.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse},
-			{Type: ConditionPolicyViolation, Status: cmmeta.ConditionTrue}}
-		m.observe(cluster, crt)
-		m.issued(cluster, "success", time.Now())
-		m.issued(cluster, "failed", time.Now())
-		m.loopDetected(cluster)
-		m.budgetWaits.WithLabelValues(string(cluster)).Inc()
+			{Type: cmapi.CertificateConditionType(reasons.PolicyViolationCondition), Status: cmmeta.ConditionTrue}}
+		m.Observe(cluster, crt)
+		m.Issued(cluster, "success", time.Now())
+		m.Issued(cluster, "failed", time.Now())
+		m.LoopDetected(cluster)
+		m.BudgetWait(cluster)
 	}
 	if got := fixture.SeriesOfCluster(t, reg, "west"); got == 0 {
 		t.Fatal("no series of west before it left: the test would prove nothing")
 	}
-	m.forgetCluster("west")
+	m.ForgetCluster("west")
 	if got := fixture.SeriesOfCluster(t, reg, "west"); got != 0 {
 		t.Errorf("%d series of west after it left, want 0", got)
 	}
@@ -139,16 +140,9 @@ func TestDisengagedClusterLeavesNoSeries(t *testing.T) {
 	}
 }
 
-// violations is the number of a cluster's Certificates with
-// PolicyViolation=True, as certhub_certificate_policy_violations reports it.
-func (m *syncMetrics) violations(cluster multicluster.ClusterName) int {
-	m.certs.mu.RLock()
-	defer m.certs.mu.RUnlock()
-	n := 0
-	for _, r := range m.certs.byCluster[cluster] {
-		if r.violation {
-			n++
-		}
-	}
-	return n
+// testCertificate is a Certificate of issuer ClusterIssuer "ca".
+func testCertificate() *cmapi.Certificate {
+	return &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: cmapi.CertificateSpec{SecretName: "web-tls", DNSNames: []string{"web.example.com"},
+			IssuerRef: cmmeta.IssuerReference{Name: "ca", Kind: cmapi.ClusterIssuerKind, Group: "cert-manager.io"}}}
 }

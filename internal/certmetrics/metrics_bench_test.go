@@ -1,4 +1,4 @@
-package certsync
+package certmetrics
 
 import (
 	"bytes"
@@ -22,10 +22,10 @@ import (
 func BenchmarkCertificateSeries(b *testing.B) {
 	now := time.Now()
 	for _, clusters := range []int{1000, 3000} {
-		for _, mode := range []string{CertificateMetricsAll, CertificateMetricsProblems, CertificateMetricsNone} {
+		for _, mode := range []string{All, Problems, None} {
 			b.Run(fmt.Sprintf("clusters=%d/mode=%s", clusters, mode), func(b *testing.B) {
 				reg := prometheus.NewRegistry()
-				m, err := newSyncMetrics(reg, mode, nil)
+				m, err := New(Options{Registerer: reg, Mode: mode})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -39,9 +39,9 @@ func BenchmarkCertificateSeries(b *testing.B) {
 							crt.Status.RenewalTime = &metav1.Time{Time: now.Add(60 * 24 * time.Hour)}
 						}
 						crt.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: ready}}
-						m.observe(cluster, crt)
+						m.Observe(cluster, crt)
 					}
-					m.issued(cluster, "success", now)
+					m.Issued(cluster, "success", now)
 				}
 				var samples, size int
 				b.ReportAllocs()

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
+
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // Reasons of an Errored order (status.reason, and the Certificate's Ready=False).
@@ -467,14 +469,14 @@ func (s *Service) valid(next *hubapi.ACMEOrder, der [][]byte, certURL string) {
 }
 
 // provider builds the DNS provider of solver idx of ci.
-func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int) (dnsProvider, error) {
+func (s *Service) provider(ctx context.Context, ci *cmapi.ClusterIssuer, idx int) (dns01.Provider, error) {
 	if idx < 0 || idx >= len(ci.Spec.ACME.Solvers) {
 		return nil, fmt.Errorf("ClusterIssuer %s has no solver %d any more", ci.Name, idx)
 	}
 	if s.opts.newProvider != nil {
 		return s.opts.newProvider(ci.Spec.ACME.Solvers[idx])
 	}
-	return newProvider(ctx, providerEnv{Hub: s.hub, Namespace: s.opts.Namespace, Nameservers: s.opts.DNS01Nameservers, UserAgent: s.opts.UserAgent,
+	return newProvider(ctx, dns01.Env{Hub: s.hub, Namespace: s.opts.Namespace, Nameservers: s.opts.DNS01Nameservers, UserAgent: s.opts.UserAgent,
 		Ambient: s.opts.AmbientCredentials, Webhook: s.webhook}, ci.Spec.ACME.Solvers[idx])
 }
 

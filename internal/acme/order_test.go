@@ -29,6 +29,7 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/internal/budget"
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // fakeCA is an RFC 8555 server for one order of web.example.test with one
@@ -173,7 +174,7 @@ func (ca *fakeCA) serve(w http.ResponseWriter, r *http.Request) {
 
 // flakyProvider fails the first fails Presents with err.
 type flakyProvider struct {
-	dnsProvider
+	dns01.Provider
 	err          error
 	fails        int
 	cleanupFails int // fail this many clean-ups
@@ -184,7 +185,7 @@ func (f *flakyProvider) CleanUp(ctx context.Context, domain, fqdn, zone, value s
 		f.cleanupFails--
 		return errors.New("DNS update failed: read udp 127.0.0.1:53: i/o timeout")
 	}
-	return f.dnsProvider.CleanUp(ctx, domain, fqdn, zone, value)
+	return f.Provider.CleanUp(ctx, domain, fqdn, zone, value)
 }
 
 func (f *flakyProvider) Present(ctx context.Context, domain, fqdn, zone, value string) error {
@@ -192,7 +193,7 @@ func (f *flakyProvider) Present(ctx context.Context, domain, fqdn, zone, value s
 		f.fails--
 		return fmt.Errorf("DNS update failed: %w", f.err)
 	}
-	return f.dnsProvider.Present(ctx, domain, fqdn, zone, value)
+	return f.Provider.Present(ctx, domain, fqdn, zone, value)
 }
 
 // timeoutErr is a net.Error timing out, as a DNS exchange nobody answers.
@@ -268,8 +269,8 @@ func TestOrderSteps(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second)) // status times are whole seconds
 			s, hub := newTestService(t, ca.Server, clk, func(o *Options) {
 				o.DNS01Nameservers = []string{zone.addr}
-				dns := &flakyProvider{dnsProvider: zone, err: tc.presentErr, fails: tc.presentFails, cleanupFails: tc.cleanupFails}
-				o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
+				dns := &flakyProvider{Provider: zone, err: tc.presentErr, fails: tc.presentFails, cleanupFails: tc.cleanupFails}
+				o.newProvider = func(cmacme.ACMEChallengeSolver) (dns01.Provider, error) { return dns, nil }
 			})
 			ord := newTestOrder(t)
 			ord.CreationTimestamp = metav1.NewTime(clk.Now()) // as the API server sets it; the fake client does not
@@ -361,10 +362,10 @@ func TestDeletedOrderRemovesItsRecords(t *testing.T) {
 	ca := newFakeCA(t)
 	zone := newFakeZone(t, "example.test.")
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-	dns := &flakyProvider{dnsProvider: zone, cleanupFails: 1}
+	dns := &flakyProvider{Provider: zone, cleanupFails: 1}
 	s, hub := newTestService(t, ca.Server, clk, func(o *Options) {
 		o.DNS01Nameservers = []string{zone.addr}
-		o.newProvider = func(cmacme.ACMEChallengeSolver) (dnsProvider, error) { return dns, nil }
+		o.newProvider = func(cmacme.ACMEChallengeSolver) (dns01.Provider, error) { return dns, nil }
 	})
 	ctx := context.Background()
 	ord := newTestOrder(t)

@@ -20,6 +20,8 @@ import (
 
 	hubapi "github.com/certhub/certhub/internal/apis/certhub/v1alpha1"
 	"github.com/certhub/certhub/test/fixture/dnsapi"
+
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // apis answers Route53, Cloud DNS, Azure DNS and Akamai for this test
@@ -125,7 +127,7 @@ func TestCloudProviders(t *testing.T) {
 			if err := checkSolver(tc.good, 0); err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
+			env := dns01.Env{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
 			p, err := newProvider(ctx, env, tc.good)
 			if err != nil {
 				t.Fatal(err)
@@ -216,7 +218,7 @@ func TestAmbientCredentials(t *testing.T) {
 	ctx := context.Background()
 	for name, s := range solvers {
 		t.Run(name, func(t *testing.T) {
-			env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
+			env := dns01.Env{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"}
 			p, err := newProvider(ctx, env, s)
 			if err == nil {
 				err = p.Present(ctx, "web.example.test", "_acme-challenge.web.example.test.", "example.test.", "v")
@@ -316,7 +318,7 @@ func TestRoute53ServiceAccountToken(t *testing.T) {
 			Auth: &cmacme.Route53Auth{Kubernetes: &cmacme.Route53KubernetesAuth{ServiceAccountRef: &cmacme.ServiceAccountRef{Name: sa}}}}})
 	}
 	ctx := context.Background()
-	env := providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"} // ambient off: not needed
+	env := dns01.Env{Hub: hub, Namespace: ns, Nameservers: []string{home.addr}, UserAgent: "certhub-test"} // ambient off: not needed
 	p, err := newProvider(ctx, env, solver(r53.RoleARN, "route53-dns01"))
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ type Options struct {
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 
-	newProvider func(s cmacme.ACMEChallengeSolver) (dnsProvider, error) // tests: a fake DNS
+	newProvider func(s cmacme.ACMEChallengeSolver) (dns01.Provider, error) // tests: a fake DNS
 }
 
 func (o *Options) defaults() {

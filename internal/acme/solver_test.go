@@ -14,6 +14,8 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/miekg/dns"
+
+	"github.com/certhub/certhub/internal/dns01"
 )
 
 // acmeDNSFake is an acme-dns server: it records the updates it accepts
@@ -66,7 +68,7 @@ func TestACMEDNSProvider(t *testing.T) {
 		t.Fatalf("acmeDNS refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("acme-dns"))
+	p, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("acme-dns"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestACMEDNSProvider(t *testing.T) {
 	if err := p.Present(ctx, "bad.example.test", "_acme-challenge.bad.example.test.", "example.test.", "v"); err == nil {
 		t.Error("the acme-dns server refused the credentials, Present did not say so")
 	}
-	if _, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing account Secret: %v, want not found", err)
 	}
 }
@@ -174,7 +176,7 @@ func TestCloudflareProvider(t *testing.T) {
 		t.Fatalf("cloudflare refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf"))
+	p, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +186,14 @@ func TestCloudflareProvider(t *testing.T) {
 		defer api.mu.Unlock()
 		return fmt.Sprint(api.records)
 	})
-	wrong, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf-wrong"))
+	wrong, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("cf-wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := wrong.Present(ctx, "web.example.test", fqdn, "", "v"); err == nil {
 		t.Error("Cloudflare refused the token, Present did not say so")
 	}
-	if _, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, UserAgent: "certhub-test"}, solver("missing")); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("a missing token Secret: %v, want not found", err)
 	}
 }
@@ -242,7 +244,7 @@ func newFakeZone(t *testing.T, zone string) *fakeZone {
 	return z
 }
 
-// Present and CleanUp make the zone a dnsProvider.
+// Present and CleanUp make the zone a dns01.Provider.
 func (z *fakeZone) Present(_ context.Context, _, fqdn, _, value string) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -337,7 +339,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 		t.Fatalf("digitalocean refused: %v", err)
 	}
 	ctx := context.Background()
-	p, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do"))
+	p, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +349,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 		defer api.mu.Unlock()
 		return fmt.Sprint(api.records)
 	})
-	wrong, err := newProvider(ctx, providerEnv{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do-wrong"))
+	wrong, err := newProvider(ctx, dns01.Env{Hub: hub, Namespace: ns, Nameservers: []string{nameserver}, UserAgent: "certhub-test"}, solver("do-wrong"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +361,7 @@ func TestDigitalOceanProvider(t *testing.T) {
 // presentTwiceAndCleanUp presents the TXT record of web.example.test twice
 // (the second finds it and adds none: records then shows want) and
 // removes it (records then shows none).
-func presentTwiceAndCleanUp(t *testing.T, p dnsProvider, fqdn, want string, records func() string) {
+func presentTwiceAndCleanUp(t *testing.T, p dns01.Provider, fqdn, want string, records func() string) {
 	t.Helper()
 	ctx := context.Background()
 	for range 2 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cert-manager/cert-manager/pkg/issuer/acme/dns/rfc2136"
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/cert-manager/cert-manager/third_party/forked/acme"
 	"github.com/miekg/dns"
 
@@ -174,6 +175,34 @@ func txt(t *testing.T, server, fqdn string) []string {
 		}
 	}
 	return out
+}
+
+// pebbleRoots is Pebble's root as a pool.
+func pebbleRoots(ctx context.Context, t *testing.T, ca *acmebed.Bed) *x509.CertPool {
+	t.Helper()
+	rootPEM, err := ca.Root(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(rootPEM)
+	return roots
+}
+
+// verifyChain decodes chainPEM and reports (naming what) every name the
+// leaf does not verify for against roots; it returns the chain.
+func verifyChain(t *testing.T, what string, chainPEM []byte, roots *x509.CertPool, names ...string) []*x509.Certificate {
+	t.Helper()
+	chain, err := pki.DecodeX509CertificateChainBytes(chainPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
+			t.Errorf("%s: chain does not verify for %s against Pebble's root: %v", what, n, err)
+		}
+	}
+	return chain
 }
 
 // pool holds certs.

@@ -3,7 +3,6 @@ package acme
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"testing"
 	"time"
@@ -89,25 +88,12 @@ func TestACMEIssuesInTwoClustersFromTheHub(t *testing.T) {
 		}
 	}
 
-	rootPEM, err := ca.Root(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
+	roots := pebbleRoots(ctx, t, ca)
 	for _, g := range good {
 		fixture.WaitReady(t, g.cp.Client, client.ObjectKeyFromObject(g.crt))
 		t.Logf("%s Ready %s after the Certificates were created (polled every 100ms; not a benchmark)", g.crt.Name, time.Since(created).Round(10*time.Millisecond))
 		sec := fixture.GetSecret(t, g.cp.Client, g.crt)
-		chain, err := pki.DecodeX509CertificateChainBytes(sec.Data[corev1.TLSCertKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range g.names {
-			if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
-				t.Errorf("%s: chain does not verify for %s against Pebble's root: %v", g.crt.Name, n, err)
-			}
-		}
+		chain := verifyChain(t, g.crt.Name, sec.Data[corev1.TLSCertKey], roots, g.names...)
 		key, err := pki.DecodePrivateKeyBytes(sec.Data[corev1.TLSPrivateKeyKey])
 		if err != nil {
 			t.Fatal(err)

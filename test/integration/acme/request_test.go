@@ -90,19 +90,8 @@ func TestACMEIssuesForACertificateRequestWithOneOrder(t *testing.T) {
 		t.Fatalf("CertificateRequest never issued (%v): %+v", err, got.Status.Conditions)
 	}
 
-	rootPEM, err := ca.Root(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
-	chain, err := pki.DecodeX509CertificateChainBytes(got.Status.Certificate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
-		t.Errorf("the chain does not verify for %s against Pebble's root: %v", name, err)
-	}
+	roots := pebbleRoots(ctx, t, ca)
+	chain := verifyChain(t, "the request", got.Status.Certificate, roots, name)
 	if ok, err := pki.PublicKeysEqual(key.Public(), chain[0].PublicKey); err != nil || !ok {
 		t.Error("the certificate is not for the request's key")
 	}

@@ -2,7 +2,6 @@ package acme
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	cmacme "github.com/cert-manager/cert-manager/pkg/apis/acme/v1"
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,23 +112,10 @@ func TestACMESolvesThroughAWebhookSolver(t *testing.T) {
 		}
 	}
 
-	rootPEM, err := ca.Root(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(rootPEM)
+	roots := pebbleRoots(ctx, t, ca)
 	for _, g := range good {
 		fixture.WaitReady(t, g.cp.Client, client.ObjectKeyFromObject(g.crt))
-		chain, err := pki.DecodeX509CertificateChainBytes(fixture.GetSecret(t, g.cp.Client, g.crt).Data[corev1.TLSCertKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range g.names {
-			if _, err := chain[0].Verify(x509.VerifyOptions{DNSName: n, Roots: roots, Intermediates: pool(chain[1:])}); err != nil {
-				t.Errorf("%s: chain does not verify for %s against Pebble's root: %v", g.crt.Name, n, err)
-			}
-		}
+		verifyChain(t, g.crt.Name, fixture.GetSecret(t, g.cp.Client, g.crt).Data[corev1.TLSCertKey], roots, g.names...)
 	}
 	for _, b := range bad {
 		got := fixture.WaitFor(t, bed.Downstreams[0].Client, client.ObjectKeyFromObject(b.crt), "Ready=False/"+b.reason, fixture.NotReadyWith(b.reason))
